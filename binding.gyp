@@ -1,0 +1,25 @@
+{
+  "targets": [
+    {
+      "target_name": "penstock",
+      "sources": [
+        "src/native/addon.cc",
+        "src/native/cuda_api.cc",
+        "src/native/cufile_api.cc",
+        "src/native/thread_pool.cc",
+        "src/native/device.cc",
+        "src/native/host_memory.cc",
+        "src/native/io_op.cc",
+        "src/native/io_bindings.cc",
+        "src/native/memory_bindings.cc",
+        "src/native/errors.cc"
+      ],
+      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+      "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_DISABLE_DEPRECATED", "NAPI_CPP_EXCEPTIONS"],
+      "cflags!": ["-fno-exceptions"],
+      "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
+      "cflags_cc": ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-fvisibility=hidden"],
+      "libraries": ["-ldl", "-lpthread"]
+    }
+  ]
+}
