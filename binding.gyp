@@ -3,16 +3,17 @@
     {
       "target_name": "penstock",
       "sources": [
-        "src/native/addon.cc",
         "src/native/cuda_api.cc",
         "src/native/cufile_api.cc",
         "src/native/thread_pool.cc",
         "src/native/device.cc",
         "src/native/host_memory.cc",
         "src/native/io_op.cc",
+        "src/native/instance.cc",
         "src/native/io_bindings.cc",
         "src/native/memory_bindings.cc",
-        "src/native/errors.cc"
+        "src/native/errors.cc",
+        "src/native/addon.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_DISABLE_DEPRECATED", "NAPI_CPP_EXCEPTIONS"],

@@ -1,0 +1,60 @@
+/**
+ * penstock: move file data straight between storage and GPU memory from Node.js.
+ *
+ * @packageDocumentation
+ */
+import { native } from './binding.js';
+import type { Settings } from './config.js';
+import { configure as configureRuntime, cudaStatus, cufileStatus, currentSettings, deviceCount, deviceInfo, hasGpu, pinnedBytes } from './runtime.js';
+import { globalStats, type StatsSnapshot } from './stats.js';
+
+export { DeviceBuffer, type DeviceBufferOptions } from './device-buffer.js';
+export { PinnedBuffer } from './pinned-buffer.js';
+export { open, PenstockFile, type OpenFlags, type OpenOptions, type ReadOptions, type WriteOptions, type TransferOptions, type Memory } from './file.js';
+export { readFileToDevice, readFileToHost, writeFile, type WholeFileOptions } from './whole-file.js';
+export type { HostMemory } from './host-memory.js';
+export type { FileRoute, RouteReason } from './routing.js';
+export { ROUTES, type Route, type RouteCounters, type StatsSnapshot } from './stats.js';
+export { parseSize, formatSize, type Settings, type CompatMode } from './config.js';
+export { PenstockError, PenstockUsageError, PenstockSystemError, CudaError, CuFileError, AbortError } from './errors.js';
+export type { CudaStatus, CuFileStatus, CuFileDriverProps, NativeDeviceInfo as DeviceInfo } from './binding.js';
+export { hasGpu, deviceCount, deviceInfo };
+
+/** Changes settings (see {@link Settings}); returns the settings now in force. */
+export function configure(changes: Partial<Settings>): Readonly<Settings> {
+  return { ...configureRuntime(changes) };
+}
+
+/** The settings in force: defaults, then `PENSTOCK_*` environment variables, then `configure()`. */
+export function getConfig(): Readonly<Settings> {
+  return { ...currentSettings() };
+}
+
+/** Process-wide operations by route (and per GPU). */
+export function stats(): StatsSnapshot {
+  return globalStats.snapshot();
+}
+
+/** Zeroes the process-wide counters. */
+export function resetStats(): void {
+  globalStats.reset();
+}
+
+/** What penstock found at run time: the CUDA driver, cuFile, the pool and pinned memory. */
+export function runtimeInfo(): {
+  cuda: ReturnType<typeof cudaStatus>;
+  cufile: ReturnType<typeof cufileStatus>;
+  threads: number;
+  pinnedBytes: number;
+} {
+  const cuda = cudaStatus();
+  return { cuda, cufile: cufileStatus(), threads: native().poolInfo().threads || currentSettings().threads, pinnedBytes: pinnedBytes() };
+}
+
+/** Operations started and not yet settled, process-wide. */
+export function inflight(): number {
+  return native().inflight();
+}
+
+/** Whether a GPU is usable (alias kept short for scripts). */
+export const gpuAvailable = hasGpu;

@@ -1,0 +1,27 @@
+// Module entry: one Instance per environment (main thread or worker), torn down by a cleanup
+// hook that cancels and drains that environment's operations before Node frees it.
+#include <napi.h>
+
+#include "bindings.h"
+#include "host_memory.h"
+#include "instance.h"
+
+namespace penstock {
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  auto* instance = new Instance(env);
+  env.SetInstanceData<Instance>(instance);
+  env.AddCleanupHook([instance] {
+    instance->Teardown();
+    PinnedStopFreeing();
+  });
+  RegisterMemory(env, exports);
+  RegisterIo(env, exports);
+  return exports;
+}
+
+}  // namespace penstock
+
+static Napi::Object InitModule(Napi::Env env, Napi::Object exports) { return penstock::Init(env, exports); }
+
+NODE_API_MODULE(penstock, InitModule)

@@ -1,0 +1,85 @@
+// The few CUDA driver types and entry points penstock uses, declared here and resolved with dlopen
+// at run time, so the addon builds with a plain C++ compiler and loads on machines without CUDA.
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace penstock {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
+
+constexpr CUresult CUDA_SUCCESS = 0;
+constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
+constexpr CUresult CUDA_ERROR_NOT_READY = 600;
+constexpr int CU_POINTER_ATTRIBUTE_CONTEXT = 1;
+constexpr int CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;
+constexpr int CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
+constexpr unsigned CU_MEMORYTYPE_DEVICE = 2;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x01;
+constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
+constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
+
+// One table of function pointers; nullptr where the symbol was not found.
+struct CudaApi {
+  CUresult (*Init)(unsigned) = nullptr;
+  CUresult (*DriverGetVersion)(int*) = nullptr;
+  CUresult (*GetErrorName)(CUresult, const char**) = nullptr;
+  CUresult (*GetErrorString)(CUresult, const char**) = nullptr;
+  CUresult (*DeviceGetCount)(int*) = nullptr;
+  CUresult (*DeviceGet)(CUdevice*, int) = nullptr;
+  CUresult (*DeviceGetName)(char*, int, CUdevice) = nullptr;
+  CUresult (*DeviceTotalMem)(size_t*, CUdevice) = nullptr;
+  CUresult (*DeviceGetAttribute)(int*, int, CUdevice) = nullptr;
+  CUresult (*DeviceGetPCIBusId)(char*, int, CUdevice) = nullptr;
+  CUresult (*DevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*CtxSetCurrent)(CUcontext) = nullptr;
+  CUresult (*CtxGetCurrent)(CUcontext*) = nullptr;
+  CUresult (*MemAlloc)(CUdeviceptr*, size_t) = nullptr;
+  CUresult (*MemFree)(CUdeviceptr) = nullptr;
+  CUresult (*MemGetInfo)(size_t*, size_t*) = nullptr;
+  CUresult (*MemGetAddressRange)(CUdeviceptr*, size_t*, CUdeviceptr) = nullptr;
+  CUresult (*MemHostAlloc)(void**, size_t, unsigned) = nullptr;
+  CUresult (*MemFreeHost)(void*) = nullptr;
+  CUresult (*MemcpyHtoD)(CUdeviceptr, const void*, size_t) = nullptr;
+  CUresult (*MemcpyDtoH)(void*, CUdeviceptr, size_t) = nullptr;
+  CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream) = nullptr;
+  CUresult (*MemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream) = nullptr;
+  CUresult (*StreamCreate)(CUstream*, unsigned) = nullptr;
+  CUresult (*StreamSynchronize)(CUstream) = nullptr;
+  CUresult (*EventCreate)(CUevent*, unsigned) = nullptr;
+  CUresult (*EventRecord)(CUevent, CUstream) = nullptr;
+  CUresult (*EventSynchronize)(CUevent) = nullptr;
+  CUresult (*PointerGetAttribute)(void*, int, CUdeviceptr) = nullptr;
+};
+
+struct CudaState {
+  bool attempted = false;
+  bool loaded = false;
+  bool initialized = false;
+  std::string path;
+  std::string resolvedPath;
+  std::string loadError;
+  std::string missing;  // comma-separated required symbols that were absent
+  CUresult initResult = 0;
+  int driverVersion = 0;
+  int deviceCount = 0;
+};
+
+// Loads and initialises the driver once per process; later calls return the first outcome.
+const CudaState& LoadCuda(const std::string& path);
+const CudaState& CudaStatus();
+const CudaApi& Cuda();
+bool CudaReady();
+
+// "CUDA_ERROR_OUT_OF_MEMORY" and its sentence, or a numeric fallback when the driver can't say.
+std::string CudaErrorName(CUresult r);
+std::string CudaErrorString(CUresult r);
+
+}  // namespace penstock

@@ -1,0 +1,64 @@
+// Per-GPU state: the primary context, and for each pool worker a pinned bounce buffer (two
+// halves, so a pread into one overlaps the copy out of the other), a stream and two events.
+// Allocated up front when a device is first prepared, so the first read of a process runs at
+// full speed instead of paying for pinned allocations mid-read.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "cuda_api.h"
+#include "errors.h"
+
+namespace penstock {
+
+struct WorkerSlot {
+  char* bounce = nullptr;  // 2 * half bytes, page aligned
+  size_t half = 0;
+  CUstream stream = nullptr;
+  CUevent events[2] = {nullptr, nullptr};
+};
+
+struct DeviceState {
+  bool prepared = false;
+  CUcontext ctx = nullptr;
+  std::vector<WorkerSlot> slots;
+  size_t half = 0;
+};
+
+// Restores the calling thread's previous context on scope exit, so penstock never leaves its own
+// context current under another CUDA user on the main thread.
+class ContextGuard {
+ public:
+  explicit ContextGuard(CUcontext ctx);
+  ~ContextGuard();
+  ContextGuard(const ContextGuard&) = delete;
+  ContextGuard& operator=(const ContextGuard&) = delete;
+
+ private:
+  CUcontext previous_ = nullptr;
+  bool restore_ = false;
+};
+
+ErrorRecord RequireCuda();
+ErrorRecord CheckOrdinal(int ordinal);
+// Retains the primary context of `ordinal`; idempotent.
+ErrorRecord RetainContext(int ordinal, CUcontext* out);
+// Ensures `workers` slots with bounce halves of `halfBytes` each; grows or regrows as needed.
+// Must not run while operations are in flight (TypeScript guarantees it).
+ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers);
+DeviceState* PreparedDevice(int ordinal);
+
+ErrorRecord DeviceAlloc(int ordinal, size_t size, CUdeviceptr* out);
+ErrorRecord DeviceFree(int ordinal, CUdeviceptr ptr);
+struct PointerInfo {
+  int device = -1;
+  CUdeviceptr base = 0;
+  size_t size = 0;
+};
+ErrorRecord QueryPointer(CUdeviceptr ptr, PointerInfo* out);
+
+// Bytes of pinned host memory penstock holds (bounce buffers and PinnedBuffers).
+void AddPinnedBytes(long long delta);
+long long PinnedBytes();
+
+}  // namespace penstock

@@ -1,0 +1,32 @@
+// Failures as plain data, so worker threads can describe them without touching JS; the main
+// thread turns a record into a JS object and TypeScript turns that into a typed error.
+#pragma once
+#include <napi.h>
+#include <string>
+
+#include "cuda_api.h"
+
+namespace penstock {
+
+struct ErrorRecord {
+  enum class Kind { None, Os, Cuda, CuFile, Penstock, Abort };
+  Kind kind = Kind::None;
+  std::string code;
+  std::string message;
+  int number = 0;  // errno, CUresult or cuFile code
+  std::string syscall;
+
+  bool ok() const { return kind == Kind::None; }
+  static ErrorRecord Os(int err, const char* syscall);
+  static ErrorRecord FromCuda(CUresult r, const char* call);
+  static ErrorRecord FromCuFile(int code, const char* call);
+  static ErrorRecord Misuse(const char* code, std::string message);
+  static ErrorRecord Aborted();
+};
+
+std::string CuFileErrorName(int code);
+Napi::Object ToJs(Napi::Env env, const ErrorRecord& e);
+// Throws the record as a JS exception carrying a `record` property that errors.ts understands.
+[[noreturn]] void ThrowRecord(Napi::Env env, const ErrorRecord& e);
+
+}  // namespace penstock

@@ -1,0 +1,77 @@
+#include "instance.h"
+
+#include "io_op.h"
+
+namespace penstock {
+
+Instance::Instance(Napi::Env env) {
+  tsfn_ = Tsfn::New(env, "penstock-completions", 0, 1, nullptr);
+  // Idle until an operation is in flight: an idle penstock must not keep the process alive.
+  tsfn_.Unref(env);
+}
+
+Instance* Instance::Get(Napi::Env env) { return env.GetInstanceData<Instance>(); }
+
+void Instance::Begin(Napi::Env env, std::shared_ptr<Operation> op) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (live_.empty()) tsfn_.Ref(env);
+  live_.insert(std::move(op));
+  ++running_;
+}
+
+void Instance::Finish(Napi::Env env, const std::shared_ptr<Operation>& op) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  live_.erase(op);
+  if (live_.empty()) tsfn_.Unref(env);
+}
+
+size_t Instance::Inflight() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return live_.size();
+}
+
+bool Instance::Post(std::shared_ptr<Operation> op, bool done) {
+  auto* ev = new Event{std::move(op), done};
+  if (tsfn_.NonBlockingCall(ev) != napi_ok) {
+    delete ev;
+    return false;
+  }
+  return true;
+}
+
+void Instance::TasksDrained(const std::shared_ptr<Operation>& op) {
+  bool posted = Post(op, true);
+  std::lock_guard<std::mutex> lock(mutex_);
+  --running_;
+  if (running_ == 0) drained_.notify_all();
+  (void)posted;
+}
+
+void Instance::Deliver(Napi::Env env, Napi::Function, std::nullptr_t*, Event* event) {
+  std::unique_ptr<Event> ev(event);
+  if (env == nullptr) return;  // the environment is being torn down
+  Napi::HandleScope scope(env);
+  if (ev->done) {
+    ev->op->Settle(env);
+    Get(env)->Finish(env, ev->op);
+  } else {
+    ev->op->DeliverProgress(env);
+  }
+}
+
+void Instance::Teardown() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  closing_ = true;
+  for (auto& op : live_) op->Cancel();
+  // Tasks already running finish their current pread or copy; queued ones see the cancel flag
+  // and skip. Waiting here means no worker touches this environment's memory after it is gone.
+  drained_.wait(lock, [&] { return running_ == 0; });
+  // The environment is going away: its references must not be deleted through it later, so the
+  // unsettled operations are left behind on purpose (the process is ending or the worker is).
+  auto* abandoned = new std::set<std::shared_ptr<Operation>>(std::move(live_));
+  for (auto& op : *abandoned) op->Abandon();
+  live_.clear();
+  tsfn_.Abort();
+}
+
+}  // namespace penstock

@@ -1,0 +1,413 @@
+#include "io_op.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "device.h"
+#include "instance.h"
+#include "thread_pool.h"
+
+namespace penstock {
+
+namespace {
+constexpr uint64_t kAlign = 4096;
+uint64_t AlignDown(uint64_t v) { return v & ~(kAlign - 1); }
+uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) & ~(kAlign - 1); }
+
+// Reads until n bytes or end of file. With O_DIRECT a short, unaligned count means end of file;
+// asking again at an unaligned offset would only fail.
+ssize_t PreadFull(int fd, char* buf, size_t n, uint64_t off, bool direct, int* err) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = pread(fd, buf + got, n - got, static_cast<off_t>(off + got));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      *err = errno;
+      return -1;
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+    if (direct && (r % kAlign) != 0) break;
+  }
+  return static_cast<ssize_t>(got);
+}
+
+int PwriteFull(int fd, const char* buf, size_t n, uint64_t off) {
+  size_t put = 0;
+  while (put < n) {
+    ssize_t r = pwrite(fd, buf + put, n - put, static_cast<off_t>(off + put));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (r == 0) return EIO;
+    put += static_cast<size_t>(r);
+  }
+  return 0;
+}
+
+// Writes [pos, pos+n) whose bytes sit at `data`, where data - (pos % kAlign) is page aligned:
+// the aligned interior goes through the O_DIRECT descriptor, the unaligned head and tail through
+// the buffered one (they are whole pages nobody else writes directly, so the two never overlap).
+int WriteMaybeDirect(int fd, int directFd, const char* data, uint64_t pos, uint64_t n) {
+  uint64_t a = AlignUp(pos), b = AlignDown(pos + n);
+  if (directFd < 0 || a >= b) return PwriteFull(fd, data, n, pos);
+  if (a > pos)
+    if (int e = PwriteFull(fd, data, a - pos, pos)) return e;
+  int e = PwriteFull(directFd, data + (a - pos), b - a, a);
+  if (e == EINVAL) e = PwriteFull(fd, data + (a - pos), b - a, a);  // FS refuses this alignment
+  if (e) return e;
+  if (pos + n > b) return PwriteFull(fd, data + (b - pos), pos + n - b, b);
+  return 0;
+}
+
+// Reads [pos, pos+n) into buf, through O_DIRECT when directFd >= 0 (reading the enclosing aligned
+// span, buf needs n + 2*kAlign bytes). Returns where the data starts in buf and how much arrived.
+int ReadMaybeDirect(int fd, int directFd, char* buf, uint64_t pos, uint64_t n, char** data, uint64_t* got) {
+  int err = 0;
+  if (directFd >= 0) {
+    uint64_t a0 = AlignDown(pos);
+    ssize_t r = PreadFull(directFd, buf, AlignUp(pos + n) - a0, a0, true, &err);
+    if (r >= 0) {
+      uint64_t delta = pos - a0;
+      *data = buf + delta;
+      *got = static_cast<uint64_t>(r) > delta ? std::min<uint64_t>(n, r - delta) : 0;
+      return 0;
+    }
+    if (err != EINVAL) return err;
+    // EINVAL: the file system wants another alignment; fall back to buffered for this piece.
+  }
+  ssize_t r = PreadFull(fd, buf, n, pos, false, &err);
+  if (r < 0) return err;
+  *data = buf;
+  *got = static_cast<uint64_t>(r);
+  return 0;
+}
+
+// Page-aligned scratch for host transfers through O_DIRECT (the user's buffer is rarely aligned).
+char* Scratch(size_t n) {
+  thread_local char* p = nullptr;
+  thread_local size_t size = 0;
+  if (size < n) {
+    free(p);
+    p = nullptr;
+    size = 0;
+    if (posix_memalign(reinterpret_cast<void**>(&p), kAlign, n) != 0) return nullptr;
+    size = n;
+  }
+  return p;
+}
+constexpr uint64_t kScratchPiece = 4 << 20;
+}  // namespace
+
+void Operation::Start() {
+  auto self = shared_from_this();
+  uint64_t task = (spec_.route == Route::CopyToDevice || spec_.route == Route::CopyToHost)
+                      ? std::max<uint64_t>(spec_.size, 1)
+                      : spec_.taskSize;
+  uint64_t n = spec_.size == 0 ? 0 : (spec_.size + task - 1) / task;
+  remaining_ = n;
+  tasks_ = n;
+  if (n == 0) {
+    instance_->TasksDrained(self);
+    return;
+  }
+  ThreadPool& pool = ThreadPool::Instance();
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t begin = i * task;
+    uint64_t length = std::min(task, spec_.size - begin);
+    pool.Submit([self, begin, length] { self->RunTask(begin, length); });
+  }
+}
+
+void Operation::RunTask(uint64_t begin, uint64_t length) {
+  auto t0 = std::chrono::steady_clock::now();
+  if (!cancelled_ && !failed_) {
+    uint64_t done = 0;
+    ErrorRecord e;
+    switch (spec_.route) {
+      case Route::PosixHost: e = HostTask(begin, length, &done); break;
+      case Route::PosixDevice:
+        e = spec_.write ? StagedWriteTask(begin, length, &done) : StagedReadTask(begin, length, &done);
+        break;
+      case Route::CuFile: e = CuFileTask(begin, length, &done); break;
+      case Route::CopyToDevice:
+      case Route::CopyToHost: e = CopyTask(begin, length); break;
+    }
+    if (!e.ok()) Fail(std::move(e));
+  }
+  auto t1 = std::chrono::steady_clock::now();
+  busyNs_ += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+  if (remaining_.fetch_sub(1) == 1) instance_->TasksDrained(shared_from_this());
+}
+
+void Operation::Fail(ErrorRecord e) {
+  std::lock_guard<std::mutex> lock(errorMutex_);
+  if (failed_) return;
+  error_ = std::move(e);
+  failed_ = true;
+}
+
+void Operation::NoteEof(uint64_t filePos) {
+  uint64_t cur = eofAt_.load();
+  while (filePos < cur && !eofAt_.compare_exchange_weak(cur, filePos)) {
+  }
+}
+
+void Operation::AddProgress(uint64_t n) {
+  bytesDone_ += n;
+  if (spec_.wantProgress && !progressPending_.exchange(true))
+    if (!instance_->Post(shared_from_this(), false)) progressPending_ = false;
+}
+
+ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done) {
+  uint64_t filePos = spec_.fileOffset + begin;
+  char* mem = spec_.host + begin;
+  if (spec_.directFd < 0) {
+    if (spec_.write) {
+      if (int e = PwriteFull(spec_.fd, mem, length, filePos)) return ErrorRecord::Os(e, "pwrite");
+      AddProgress(length);
+      *done = length;
+      return {};
+    }
+    int err = 0;
+    ssize_t r = PreadFull(spec_.fd, mem, length, filePos, false, &err);
+    if (r < 0) return ErrorRecord::Os(err, "pread");
+    AddProgress(r);
+    *done = r;
+    if (static_cast<uint64_t>(r) < length) NoteEof(filePos + r);
+    return {};
+  }
+  char* scratch = Scratch(kScratchPiece + 2 * kAlign);
+  if (!scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
+  for (uint64_t pos = 0; pos < length && !cancelled_ && !failed_;) {
+    uint64_t n = std::min(kScratchPiece, length - pos);
+    uint64_t at = filePos + pos;
+    if (spec_.write) {
+      char* data = scratch + (at % kAlign);
+      memcpy(data, mem + pos, n);
+      if (int e = WriteMaybeDirect(spec_.fd, spec_.directFd, data, at, n)) return ErrorRecord::Os(e, "pwrite");
+      *done += n;
+      AddProgress(n);
+    } else {
+      char* data;
+      uint64_t got;
+      if (int e = ReadMaybeDirect(spec_.fd, spec_.directFd, scratch, at, n, &data, &got))
+        return ErrorRecord::Os(e, "pread");
+      memcpy(mem + pos, data, got);
+      *done += got;
+      AddProgress(got);
+      if (got < n) {
+        NoteEof(at + got);
+        break;
+      }
+    }
+    pos += n;
+  }
+  return {};
+}
+
+ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t* done) {
+  DeviceState* d = PreparedDevice(spec_.device);
+  int w = ThreadPool::WorkerIndex();
+  if (!d || w < 0 || w >= static_cast<int>(d->slots.size()))
+    return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared for this worker");
+  WorkerSlot& s = d->slots[w];
+  const CudaApi& cu = Cuda();
+  cu.CtxSetCurrent(d->ctx);
+  bool direct = spec_.directFd >= 0;
+  // Room for the aligned span around a piece when reading through O_DIRECT.
+  uint64_t pieceMax = direct ? s.half - 2 * kAlign : s.half;
+  bool pending[2] = {false, false};
+  ErrorRecord err;
+  for (uint64_t pos = begin, k = 0; pos < begin + length; ++k) {
+    if (cancelled_ || failed_) break;
+    uint64_t n = std::min(pieceMax, begin + length - pos);
+    int h = static_cast<int>(k & 1);
+    char* buf = s.bounce + h * s.half;
+    if (pending[h]) {
+      // The copy out of this half must finish before pread overwrites it.
+      CUresult r = cu.EventSynchronize(s.events[h]);
+      pending[h] = false;
+      if (r != CUDA_SUCCESS) {
+        err = ErrorRecord::FromCuda(r, "cuEventSynchronize");
+        break;
+      }
+    }
+    uint64_t filePos = spec_.fileOffset + pos;
+    char* data;
+    uint64_t got;
+    if (int e = ReadMaybeDirect(spec_.fd, spec_.directFd, buf, filePos, n, &data, &got)) {
+      err = ErrorRecord::Os(e, "pread");
+      break;
+    }
+    if (got > 0) {
+      CUresult r = cu.MemcpyHtoDAsync(spec_.dev + pos, data, got, s.stream);
+      if (r == CUDA_SUCCESS) r = cu.EventRecord(s.events[h], s.stream);
+      if (r != CUDA_SUCCESS) {
+        err = ErrorRecord::FromCuda(r, "cuMemcpyHtoDAsync");
+        break;
+      }
+      pending[h] = true;
+      *done += got;
+      AddProgress(got);
+    }
+    if (got < n) {
+      NoteEof(filePos + got);
+      break;
+    }
+    pos += n;
+  }
+  // The task's bytes only count once they are on the GPU.
+  CUresult r = cu.StreamSynchronize(s.stream);
+  if (r != CUDA_SUCCESS && err.ok()) err = ErrorRecord::FromCuda(r, "cuStreamSynchronize");
+  return err;
+}
+
+ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t* done) {
+  DeviceState* d = PreparedDevice(spec_.device);
+  int w = ThreadPool::WorkerIndex();
+  if (!d || w < 0 || w >= static_cast<int>(d->slots.size()))
+    return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared for this worker");
+  WorkerSlot& s = d->slots[w];
+  const CudaApi& cu = Cuda();
+  cu.CtxSetCurrent(d->ctx);
+  bool direct = spec_.directFd >= 0;
+  uint64_t pieceMax = direct ? s.half - kAlign : s.half;
+  uint64_t pieces = (length + pieceMax - 1) / pieceMax;
+  auto place = [&](uint64_t k) {  // where piece k's bytes sit in the bounce buffer
+    uint64_t filePos = spec_.fileOffset + begin + k * pieceMax;
+    return s.bounce + (k & 1) * s.half + (direct ? filePos % kAlign : 0);
+  };
+  auto issue = [&](uint64_t k) -> CUresult {
+    uint64_t pos = begin + k * pieceMax;
+    uint64_t n = std::min(pieceMax, begin + length - pos);
+    CUresult r = cu.MemcpyDtoHAsync(place(k), spec_.dev + pos, n, s.stream);
+    if (r == CUDA_SUCCESS) r = cu.EventRecord(s.events[k & 1], s.stream);
+    return r;
+  };
+  ErrorRecord err;
+  CUresult r = issue(0);
+  if (r != CUDA_SUCCESS) err = ErrorRecord::FromCuda(r, "cuMemcpyDtoHAsync");
+  for (uint64_t k = 0; k < pieces && err.ok(); ++k) {
+    if (cancelled_ || failed_) break;
+    // Overlap: the next piece comes off the GPU while this one goes to the file.
+    if (k + 1 < pieces && (r = issue(k + 1)) != CUDA_SUCCESS) {
+      err = ErrorRecord::FromCuda(r, "cuMemcpyDtoHAsync");
+      break;
+    }
+    if ((r = cu.EventSynchronize(s.events[k & 1])) != CUDA_SUCCESS) {
+      err = ErrorRecord::FromCuda(r, "cuEventSynchronize");
+      break;
+    }
+    uint64_t pos = begin + k * pieceMax;
+    uint64_t n = std::min(pieceMax, begin + length - pos);
+    if (int e = WriteMaybeDirect(spec_.fd, spec_.directFd, place(k), spec_.fileOffset + pos, n)) {
+      err = ErrorRecord::Os(e, "pwrite");
+      break;
+    }
+    *done += n;
+    AddProgress(n);
+  }
+  r = cu.StreamSynchronize(s.stream);
+  if (r != CUDA_SUCCESS && err.ok()) err = ErrorRecord::FromCuda(r, "cuStreamSynchronize");
+  return err;
+}
+
+ErrorRecord Operation::CuFileTask(uint64_t begin, uint64_t length, uint64_t* done) {
+  DeviceState* d = PreparedDevice(spec_.device);
+  if (d) Cuda().CtxSetCurrent(d->ctx);
+  const CuFileApi& cf = CuFile();
+  for (uint64_t pos = begin; pos < begin + length;) {
+    if (cancelled_ || failed_) break;
+    uint64_t n = begin + length - pos;
+    uint64_t filePos = spec_.fileOffset + pos;
+    off_t bufOff = static_cast<off_t>(spec_.cufileBaseOffset + pos);
+    void* base = reinterpret_cast<void*>(spec_.cufileBase);
+    errno = 0;
+    ssize_t r = spec_.write ? cf.Write(spec_.cufile, base, n, static_cast<off_t>(filePos), bufOff)
+                            : cf.Read(spec_.cufile, base, n, static_cast<off_t>(filePos), bufOff);
+    int savedErrno = errno;
+    if (r < 0) {
+      IoFailure f = DecodeCuFileIoError(r, savedErrno);
+      return f.cufile ? ErrorRecord::FromCuFile(f.code, spec_.write ? "cuFileWrite" : "cuFileRead")
+                      : ErrorRecord::Os(f.code, spec_.write ? "cuFileWrite" : "cuFileRead");
+    }
+    if (r == 0) {
+      if (spec_.write) return ErrorRecord::Os(EIO, "cuFileWrite");
+      NoteEof(filePos);
+      break;
+    }
+    // Short counts are normal (end of file, or cuFile splitting the request): ask for the rest.
+    pos += static_cast<uint64_t>(r);
+    *done += static_cast<uint64_t>(r);
+    AddProgress(r);
+  }
+  return {};
+}
+
+ErrorRecord Operation::CopyTask(uint64_t begin, uint64_t length) {
+  CUcontext ctx;
+  ErrorRecord e = RetainContext(spec_.device, &ctx);
+  if (!e.ok()) return e;
+  const CudaApi& cu = Cuda();
+  cu.CtxSetCurrent(ctx);
+  CUresult r = spec_.route == Route::CopyToDevice ? cu.MemcpyHtoD(spec_.dev + begin, spec_.host + begin, length)
+                                                   : cu.MemcpyDtoH(spec_.host + begin, spec_.dev + begin, length);
+  if (r != CUDA_SUCCESS)
+    return ErrorRecord::FromCuda(r, spec_.route == Route::CopyToDevice ? "cuMemcpyHtoD" : "cuMemcpyDtoH");
+  AddProgress(length);
+  return {};
+}
+
+void Operation::Settle(Napi::Env env) {
+  if (!progress.IsEmpty()) DeliverProgress(env);
+  if (!deferred) return;
+  if (cancelled_) {
+    deferred->Reject(ToJs(env, ErrorRecord::Aborted()));
+  } else if (failed_) {
+    deferred->Reject(ToJs(env, error_));
+  } else {
+    uint64_t bytes = spec_.size;
+    uint64_t eof = eofAt_.load();
+    bool hitEof = eof != UINT64_MAX;
+    if (hitEof) bytes = std::min<uint64_t>(bytes, eof - spec_.fileOffset);
+    Napi::Object result = Napi::Object::New(env);
+    result.Set("bytes", static_cast<double>(bytes));
+    result.Set("tasks", static_cast<double>(tasks_.load()));
+    result.Set("busyNs", static_cast<double>(busyNs_.load()));
+    result.Set("eof", hitEof);
+    deferred->Resolve(result);
+  }
+  delete deferred;
+  deferred = nullptr;
+  keepAlive.Reset();
+  progress.Reset();
+}
+
+void Operation::DeliverProgress(Napi::Env env) {
+  progressPending_ = false;
+  if (progress.IsEmpty()) return;
+  uint64_t now = bytesDone_.load();
+  if (now == lastProgress_) return;
+  lastProgress_ = now;
+  try {
+    progress.Call({Napi::Number::New(env, static_cast<double>(now))});
+  } catch (const Napi::Error&) {
+    // A throwing progress callback must not break the operation; TypeScript wraps callbacks so
+    // their errors surface to the user there.
+  }
+}
+
+void Operation::Abandon() {
+  keepAlive.SuppressDestruct();
+  progress.SuppressDestruct();
+  deferred = nullptr;
+}
+
+}  // namespace penstock

@@ -1,0 +1,122 @@
+/**
+ * Per-file routing: whether a file's device I/O goes through cuFile or penstock's staged path,
+ * and why. The decision is made once per file (at its first device operation) and kept, with a
+ * plain-language reason for every fallback.
+ */
+import { native } from './binding.js';
+import type { CompatMode } from './config.js';
+import { CuFileError, PenstockError } from './errors.js';
+import { cufileUnavailable } from './runtime.js';
+
+/** A fallback explained: a stable code and a sentence for people. */
+export interface RouteReason {
+  code: string;
+  message: string;
+  /** cuFile's status name and number, when cuFile said no. */
+  cufileCode?: string;
+  cufileNumber?: number;
+}
+
+/** Where a file's device I/O goes. */
+export interface FileRoute {
+  /**
+   * `cufile`: registered with cuFile (whether cuFile then moves data directly is recorded per
+   * operation in the stats); `posix-device`: penstock's staged path; `undecided`: no device I/O yet.
+   */
+  device: 'cufile' | 'posix-device' | 'undecided';
+  compatMode: CompatMode;
+  /** Why the staged path is used, when it is. */
+  reason?: RouteReason;
+  /** Set when O_DIRECT was asked for but the file system refused it (buffered I/O is used). */
+  directIo?: RouteReason;
+}
+
+function refusalSentence(code: string, num: number): string {
+  switch (num) {
+    case 5027:
+      return (
+        `cuFile refused to register this file (${code}, ${num}). cuFile does this when it cannot read the ` +
+        `block device's udev properties (ID_FS_USAGE, ID_FS_TYPE): a container or VM without /run/udev, or a ` +
+        `device udev knows nothing of. It also does it for file systems and devices it does not support. ` +
+        `Run "penstock doctor <file>" for this file's details.`
+      );
+    case 5019:
+      return `cuFile refused the file's open flags (${code}, ${num}): O_APPEND, O_NONBLOCK, O_NOATIME and O_TMPFILE are not supported.`;
+    case 5018:
+      return `cuFile does not support this kind of file (${code}, ${num}); only regular files on supported file systems.`;
+    case 5034:
+      return `I/O to this file system is disabled in cuFile's configuration (denylisted) (${code}, ${num}).`;
+    default:
+      return `cuFileHandleRegister failed with ${code} (${num}); see cufile.log and "penstock doctor <file>".`;
+  }
+}
+
+export class FileRouting {
+  #route: FileRoute;
+  #handle: number | undefined;
+
+  constructor(compatMode: CompatMode) {
+    this.#route =
+      compatMode === 'on'
+        ? {
+            device: 'posix-device',
+            compatMode,
+            reason: { code: 'COMPAT_MODE_ON', message: "compatMode is 'on': cuFile is never used, device I/O is staged through pinned host memory." },
+          }
+        : { device: 'undecided', compatMode };
+  }
+
+  get route(): FileRoute {
+    return { ...this.#route, ...(this.#route.reason ? { reason: { ...this.#route.reason } } : {}) };
+  }
+
+  get cufileHandle(): number | undefined {
+    return this.#handle;
+  }
+
+  /**
+   * Decides the file's device route on first use. In `'off'` mode any obstacle is thrown as an
+   * error; in `'auto'` it becomes the recorded reason for the staged path.
+   */
+  decide(fd: number): FileRoute {
+    if (this.#route.device !== 'undecided') {
+      if (this.#route.compatMode === 'off' && this.#route.device !== 'cufile') throw this.#requiredError();
+      return this.#route;
+    }
+    const unavailable = cufileUnavailable();
+    if (unavailable) {
+      this.#route = { device: 'posix-device', compatMode: this.#route.compatMode, reason: unavailable };
+    } else {
+      const r = native().cufileRegister(fd);
+      if (r.handle !== undefined) {
+        this.#handle = r.handle;
+        this.#route = { device: 'cufile', compatMode: this.#route.compatMode };
+      } else {
+        const code = r.error?.code ?? 'CU_FILE_ERROR';
+        const num = r.error?.number ?? 0;
+        this.#route = {
+          device: 'posix-device',
+          compatMode: this.#route.compatMode,
+          reason: { code: 'CUFILE_HANDLE_REFUSED', message: refusalSentence(code, num), cufileCode: code, cufileNumber: num },
+        };
+      }
+    }
+    if (this.#route.compatMode === 'off' && this.#route.device !== 'cufile') throw this.#requiredError();
+    return this.#route;
+  }
+
+  #requiredError(): PenstockError {
+    const reason = this.#route.reason!;
+    const message = `compatMode is 'off' (cuFile required), but cuFile cannot be used for this file: ${reason.message}`;
+    if (reason.cufileCode) return new CuFileError(reason.cufileCode, reason.cufileNumber ?? 0, message, 'cuFileHandleRegister');
+    return new PenstockError('ERR_PENSTOCK_CUFILE_REQUIRED', message);
+  }
+
+  /** Releases the cuFile handle (before the descriptor closes). */
+  release(): void {
+    if (this.#handle !== undefined) {
+      native().cufileDeregister(this.#handle);
+      this.#handle = undefined;
+    }
+  }
+}

@@ -1,0 +1,174 @@
+/**
+ * Process-wide state: current settings, the lazily loaded CUDA driver and cuFile library, the
+ * I/O pool, and per-GPU preparation. Everything that decides *whether* something can run lives
+ * here in TypeScript; native code only does what it is told.
+ */
+import { native, type CudaStatus, type CuFileStatus, type CuFileGpuCounters, type NativeDeviceInfo } from './binding.js';
+import { defaults, fromEnvironment, validate, type Settings } from './config.js';
+import { fromNative, usage, PenstockError } from './errors.js';
+import type { CuFileEvidence } from './stats.js';
+
+let settings: Settings | undefined;
+let poolThreads = 0;
+const prepared = new Map<number, string>();
+
+/** The settings in force (defaults, then `PENSTOCK_*` variables, then `configure()`). */
+export function currentSettings(): Readonly<Settings> {
+  if (!settings) settings = validate({ ...defaults(), ...fromEnvironment() });
+  return settings;
+}
+
+/**
+ * Changes settings; returns the full settings now in force. Pool size and bounce-buffer size
+ * can change only while no operation is in flight; library paths only before they are loaded.
+ */
+export function configure(changes: Partial<Settings>): Readonly<Settings> {
+  const next = validate({ ...currentSettings(), ...changes });
+  const cur = currentSettings();
+  const n = native();
+  if ((next.threads !== cur.threads || next.bounceBufferSize !== cur.bounceBufferSize) && n.inflight() > 0)
+    throw usage('ERR_PENSTOCK_BUSY', 'threads and bounceBufferSize cannot change while operations are in flight');
+  if (next.cudaLibrary !== cur.cudaLibrary && n.cudaStatus().path)
+    throw usage('ERR_PENSTOCK_ALREADY_LOADED', `The CUDA driver was already loaded from ${n.cudaStatus().path}`);
+  if (next.cufileLibrary !== cur.cufileLibrary && n.cufileStatus().path)
+    throw usage('ERR_PENSTOCK_ALREADY_LOADED', `cuFile was already loaded from ${n.cufileStatus().path}`);
+  settings = next;
+  return settings;
+}
+
+/** Starts (or resizes) the I/O pool to the configured size. */
+export function ensurePool(): void {
+  const want = currentSettings().threads;
+  if (poolThreads !== want) {
+    native().setThreads(want);
+    poolThreads = want;
+  }
+}
+
+/** Loads and initialises the CUDA driver once; never throws. */
+export function cudaStatus(): CudaStatus {
+  const n = native();
+  const s = n.cudaStatus();
+  return s.path ? s : n.cudaLoad(currentSettings().cudaLibrary);
+}
+
+/** A sentence saying why device memory cannot be used, or undefined when it can. */
+export function cudaUnavailableReason(s: CudaStatus = cudaStatus()): string | undefined {
+  if (!s.loaded) return `the CUDA driver library (${s.path}) could not be loaded: ${s.error ?? 'unknown error'}`;
+  if (!s.initialized) return `cuInit failed with ${s.initError?.code ?? 'an error'}: ${s.initError?.message ?? ''}`.trim();
+  if (!s.deviceCount) return 'the CUDA driver reports no GPU';
+  return undefined;
+}
+
+/** Throws `ERR_PENSTOCK_NO_CUDA` (or the CUDA error) when device memory cannot be used. */
+export function requireCuda(): CudaStatus {
+  const s = cudaStatus();
+  const why = cudaUnavailableReason(s);
+  if (why) {
+    if (s.loaded && !s.initialized && s.initError && s.initError.code !== 'CUDA_ERROR_NO_DEVICE') {
+      const e = fromNative(s.initError);
+      e.message = `No usable GPU: ${why}`;
+      throw e;
+    }
+    throw new PenstockError('ERR_PENSTOCK_NO_CUDA', `No usable GPU: ${why}`);
+  }
+  return s;
+}
+
+/** Whether GPUs can be used here, without throwing. */
+export function hasGpu(): boolean {
+  try {
+    return cudaUnavailableReason() === undefined;
+  } catch {
+    return false;
+  }
+}
+
+export function deviceCount(): number {
+  return hasGpu() ? cudaStatus().deviceCount ?? 0 : 0;
+}
+
+export function checkDevice(ordinal: number): void {
+  const s = requireCuda();
+  if (!Number.isInteger(ordinal) || ordinal < 0 || ordinal >= (s.deviceCount ?? 0))
+    throw usage('ERR_PENSTOCK_INVALID_DEVICE', `No GPU with ordinal ${ordinal} (this machine has ${s.deviceCount ?? 0})`);
+}
+
+export function deviceInfo(ordinal: number): NativeDeviceInfo {
+  checkDevice(ordinal);
+  return call(() => native().deviceInfo(ordinal));
+}
+
+/**
+ * Retains the GPU's primary context and allocates its pinned bounce buffers and streams for
+ * every pool thread. Done when the device is first used (allocating a DeviceBuffer), so reads
+ * never pay for it.
+ */
+export function prepareDevice(ordinal: number): void {
+  ensurePool();
+  const s = currentSettings();
+  const key = `${poolThreads}/${s.bounceBufferSize}`;
+  if (prepared.get(ordinal) === key) return;
+  checkDevice(ordinal);
+  call(() => native().devicePrepare(ordinal, s.bounceBufferSize));
+  prepared.set(ordinal, key);
+}
+
+/** Runs a native call, converting what it throws into a typed error. */
+export function call<T>(fn: () => T, path?: string): T {
+  try {
+    return fn();
+  } catch (err) {
+    throw fromNative(err, path);
+  }
+}
+
+let cufile: CuFileStatus | undefined;
+
+/** Loads cuFile and opens its driver once (needs a GPU); never throws. */
+export function cufileStatus(): CuFileStatus {
+  if (cufile && (cufile.driverOpen || cufile.driverError || !cufile.loaded)) return cufile;
+  const n = native();
+  let s = n.cufileStatus();
+  if (!s.path) s = n.cufileLoad(currentSettings().cufileLibrary);
+  if (s.loaded && hasGpu()) s = n.cufileDriverOpen(0);
+  cufile = s;
+  return s;
+}
+
+/** Why cuFile cannot be used at all in this process, as {code, message}, or undefined. */
+export function cufileUnavailable(): { code: string; message: string } | undefined {
+  const s = cufileStatus();
+  if (!s.loaded)
+    return {
+      code: 'CUFILE_NOT_LOADED',
+      message: `cuFile (${s.path}) could not be loaded: ${s.error ?? 'unknown error'}. Install NVIDIA's GPUDirect Storage (libcufile) or point PENSTOCK_CUFILE_LIBRARY at it.`,
+    };
+  if (!hasGpu()) return { code: 'NO_CUDA', message: `cuFile needs a GPU: ${cudaUnavailableReason()}` };
+  if (!s.driverOpen)
+    return {
+      code: 'CUFILE_DRIVER_OPEN_FAILED',
+      message: `cuFileDriverOpen failed with ${s.driverError?.code ?? 'an error'} (${s.driverError?.number ?? '?'}); see cufile.log and "penstock doctor".`,
+    };
+  return undefined;
+}
+
+/** Level-3 counters summed over GPUs, or null where cuFile keeps none. */
+export function cufileEvidence(write: boolean): CuFileEvidence | null {
+  const s = cufileStatus();
+  if (s.statsLevel < 3) return null;
+  const gpus: CuFileGpuCounters[] | null = native().cufileStats();
+  if (!gpus) return null;
+  let direct = 0;
+  let posix = 0;
+  for (const g of gpus) {
+    direct += write ? g.nvfsWrites : g.nvfsReads + g.p2pReads;
+    posix += write ? g.posixWrites : g.posixReads;
+  }
+  return { direct, posix };
+}
+
+/** Bytes of pinned host memory penstock holds (bounce buffers and PinnedBuffers). */
+export function pinnedBytes(): number {
+  return native().pinnedBytes();
+}

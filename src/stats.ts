@@ -1,0 +1,116 @@
+/**
+ * The route of every operation, on record. Each task is counted under the route that actually
+ * carried it; `gds` is only ever recorded on evidence from cuFile's own counters.
+ */
+
+/**
+ * - `gds`: cuFile moved the data by DMA between storage and GPU memory (cuFile's counters show
+ *   nvfs/p2p I/O and no POSIX I/O during the operation).
+ * - `cufile-compat`: cuFile accepted the file but staged through host memory itself.
+ * - `cufile-unknown`: cuFile carried the I/O, and whether it was direct cannot be known (no
+ *   statistics from this cuFile, or concurrent I/O of both kinds).
+ * - `posix-device`: penstock's staged path (pread into pinned buffers, copy to the GPU).
+ * - `posix-host`: parallel pread/pwrite straight into host memory.
+ */
+export type Route = 'gds' | 'cufile-compat' | 'cufile-unknown' | 'posix-device' | 'posix-host';
+
+export const ROUTES: readonly Route[] = ['gds', 'cufile-compat', 'cufile-unknown', 'posix-device', 'posix-host'];
+
+export interface RouteCounters {
+  /** Tasks carried by this route (a 1 GiB read with 4 MiB tasks is 256). */
+  ops: number;
+  /** Bytes moved. */
+  bytes: number;
+  /** Thread time spent in those tasks, seconds. */
+  busySeconds: number;
+  /** User-visible operations (reads/writes) that took this route. */
+  operations: number;
+  /** Operations that failed on this route. */
+  errors: number;
+}
+
+export interface StatsSnapshot {
+  routes: Record<Route, RouteCounters>;
+  /** The same counters per GPU ordinal (device routes only). */
+  devices: Record<number, Record<Route, RouteCounters>>;
+}
+
+function emptyRoutes(): Record<Route, RouteCounters> {
+  const r = {} as Record<Route, RouteCounters>;
+  for (const k of ROUTES) r[k] = { ops: 0, bytes: 0, busySeconds: 0, operations: 0, errors: 0 };
+  return r;
+}
+
+function cloneRoutes(r: Record<Route, RouteCounters>): Record<Route, RouteCounters> {
+  const out = {} as Record<Route, RouteCounters>;
+  for (const k of ROUTES) out[k] = { ...r[k] };
+  return out;
+}
+
+/** One operation's outcome, as recorded. */
+export interface OpRecord {
+  route: Route;
+  device?: number;
+  tasks: number;
+  bytes: number;
+  busyNs: number;
+  failed?: boolean;
+}
+
+export class StatsBook {
+  #routes = emptyRoutes();
+  #devices = new Map<number, Record<Route, RouteCounters>>();
+
+  record(op: OpRecord): void {
+    const apply = (r: Record<Route, RouteCounters>) => {
+      const c = r[op.route];
+      c.operations += 1;
+      if (op.failed) {
+        c.errors += 1;
+        return;
+      }
+      c.ops += op.tasks;
+      c.bytes += op.bytes;
+      c.busySeconds += op.busyNs / 1e9;
+    };
+    apply(this.#routes);
+    if (op.device !== undefined) {
+      let d = this.#devices.get(op.device);
+      if (!d) this.#devices.set(op.device, (d = emptyRoutes()));
+      apply(d);
+    }
+  }
+
+  snapshot(): StatsSnapshot {
+    const devices: Record<number, Record<Route, RouteCounters>> = {};
+    for (const [k, v] of this.#devices) devices[k] = cloneRoutes(v);
+    return { routes: cloneRoutes(this.#routes), devices };
+  }
+
+  reset(): void {
+    this.#routes = emptyRoutes();
+    this.#devices.clear();
+  }
+}
+
+/** Process-wide statistics. */
+export const globalStats = new StatsBook();
+
+/** Per-operation evidence from cuFile's level-3 counters, summed over GPUs. */
+export interface CuFileEvidence {
+  direct: number;
+  posix: number;
+}
+
+/**
+ * Decides `gds` versus `cufile-compat` from the counter growth over an operation. Only growth of
+ * one kind is evidence; growth of both (concurrent I/O) or no counters at all is `unknown`.
+ */
+export function classifyCuFile(before: CuFileEvidence | null, after: CuFileEvidence | null): Route {
+  if (!before || !after) return 'cufile-unknown';
+  const direct = after.direct - before.direct;
+  const posix = after.posix - before.posix;
+  if (direct > 0 && posix === 0) return 'gds';
+  if (posix > 0 && direct === 0) return 'cufile-compat';
+  return 'cufile-unknown';
+}
