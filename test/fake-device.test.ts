@@ -1,0 +1,386 @@
+/**
+ * Device logic against the fake driver (device memory is host memory, async copies really are
+ * asynchronous): staged path, cuFile path, routing, fallback reasons, short reads, failures.
+ */
+import { useFakeDriver, withEnv, makeFile, newPath, pattern, sha256 } from './helpers.js';
+useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '2' });
+
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { after, describe, test } from 'node:test';
+const p = await import('../src/index.js');
+const { DeviceBuffer, PinnedBuffer, configure, getConfig, open, readFileToDevice, writeFile, stats, resetStats, runtimeInfo } = p;
+
+const initial = getConfig();
+after(() => configure(initial));
+
+async function deviceBytes(buf: import('../src/index.js').DeviceBuffer): Promise<Buffer> {
+  return buf.toBuffer();
+}
+
+describe('runtime', () => {
+  test('the fake driver is loaded and reports two GPUs', () => {
+    const rt = runtimeInfo();
+    assert.equal(rt.cuda.initialized, true);
+    assert.equal(rt.cuda.deviceCount, 2);
+    assert.equal(rt.cufile.loaded, true);
+    assert.equal(rt.cufile.driverOpen, true);
+    assert.equal(rt.cufile.version, 1150);
+    assert.equal(rt.cufile.statsLevel, 3);
+    assert.equal(rt.cufile.props?.nvfsMajor, 2);
+    assert.equal(p.deviceCount(), 2);
+    assert.equal(p.deviceInfo(1).name, 'Fake GPU 1');
+    assert.match(p.deviceInfo(1).pciBusId, /^0000:11:00\.0$/);
+  });
+});
+
+describe('DeviceBuffer', () => {
+  test('alloc, copy in and out, sub-range views, free', async () => {
+    const buf = DeviceBuffer.alloc(10000);
+    assert.equal(buf.byteLength, 10000);
+    assert.equal(buf.device, 0);
+    assert.equal(typeof buf.ptr, 'bigint');
+    const data = pattern(10000, 5);
+    await buf.copyFrom(data);
+    assert.ok((await deviceBytes(buf)).equals(data));
+    const view = buf.subarray(100, 300);
+    assert.equal(view.byteLength, 200);
+    assert.equal(view.ptr, buf.ptr + 100n);
+    assert.ok((await view.toBuffer()).equals(data.subarray(100, 300)));
+    await view.copyFrom(Buffer.alloc(50, 1), { offset: 10 });
+    const out = new Uint8Array(60);
+    await buf.copyTo(out, { offset: 105 });
+    assert.deepEqual([...out.subarray(0, 5)], [...data.subarray(105, 110)]);
+    assert.ok(out.subarray(5, 55).every((x) => x === 1));
+    buf.free();
+    buf.free();
+    assert.equal(view.freed, true);
+    assert.throws(() => view.ptr, { code: 'ERR_PENSTOCK_FREED' });
+    await assert.rejects(buf.copyFrom(data), { code: 'ERR_PENSTOCK_FREED' });
+  });
+
+  test('bad input: ranges, devices, foreign pointers', async () => {
+    using buf = DeviceBuffer.alloc(100);
+    await assert.rejects(buf.copyFrom(Buffer.alloc(101)), { code: 'ERR_PENSTOCK_OUT_OF_RANGE' });
+    await assert.rejects(buf.copyFrom(Buffer.alloc(10), { offset: 95 }), { code: 'ERR_PENSTOCK_OUT_OF_RANGE' });
+    await assert.rejects(buf.copyTo(Buffer.alloc(10), { offset: 95, size: 10 }), { code: 'ERR_PENSTOCK_OUT_OF_RANGE' });
+    assert.throws(() => buf.subarray(50, 20), { code: 'ERR_PENSTOCK_OUT_OF_RANGE' });
+    assert.throws(() => buf.subarray(0, 101), { code: 'ERR_PENSTOCK_OUT_OF_RANGE' });
+    assert.throws(() => DeviceBuffer.alloc(-1), { code: 'ERR_PENSTOCK_NEGATIVE' });
+    assert.throws(() => DeviceBuffer.alloc(10, { device: 2 }), { code: 'ERR_PENSTOCK_INVALID_DEVICE' });
+    assert.throws(() => DeviceBuffer.alloc(10, { device: -1 }), { code: 'ERR_PENSTOCK_INVALID_DEVICE' });
+    assert.throws(() => DeviceBuffer.alloc(17 * 2 ** 30), { code: 'CUDA_ERROR_OUT_OF_MEMORY', name: 'CudaError' });
+    assert.throws(() => DeviceBuffer.wrap(12345n, 10), { code: 'ERR_PENSTOCK_NOT_DEVICE_MEMORY' });
+    assert.throws(() => DeviceBuffer.wrap(-1n, 10), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT' });
+    assert.throws(() => DeviceBuffer.wrap(buf.ptr + 50n, 51), { code: 'ERR_PENSTOCK_OUT_OF_RANGE' });
+    assert.throws(() => DeviceBuffer.wrap(buf.ptr, 10, { device: 1 }), { code: 'ERR_PENSTOCK_INVALID_DEVICE' });
+    const z = DeviceBuffer.alloc(0);
+    assert.equal(z.byteLength, 0);
+    z.free();
+  });
+
+  test('wrap borrows foreign memory, resolving its GPU from the pointer', async () => {
+    using owner = DeviceBuffer.alloc(4096, { device: 1 });
+    await owner.copyFrom(pattern(4096, 2));
+    const w = DeviceBuffer.wrap(owner.ptr + 96n, 4000);
+    assert.equal(w.device, 1);
+    assert.equal(w.owned, false);
+    assert.ok((await w.toBuffer()).equals(pattern(4096, 2).subarray(96)));
+    w.free();
+    assert.ok((await owner.toBuffer()).equals(pattern(4096, 2)), 'freeing a wrapper leaves the memory alone');
+  });
+
+  test('free refuses while an operation uses the buffer', async () => {
+    const { file } = makeFile(8 << 20);
+    await using f = await open(file, 'r', { compatMode: 'on' });
+    const buf = DeviceBuffer.alloc(8 << 20);
+    const pending = f.read(buf);
+    assert.throws(() => buf.free(), { code: 'ERR_PENSTOCK_BUFFER_BUSY' });
+    await pending;
+    buf.free();
+  });
+});
+
+describe('PinnedBuffer', () => {
+  test('is a real ArrayBuffer, counts pinned bytes, and detaches on free', async () => {
+    const before = runtimeInfo().pinnedBytes;
+    const pb = PinnedBuffer.alloc(1 << 20);
+    assert.equal(runtimeInfo().pinnedBytes, before + (1 << 20));
+    assert.ok(pb.buffer instanceof ArrayBuffer);
+    pb.bytes.fill(3);
+    const { file, data } = makeFile(1 << 20);
+    await using f = await open(file);
+    assert.equal(await f.read(pb), 1 << 20);
+    assert.ok(Buffer.from(pb.buffer).equals(data));
+    using dev = DeviceBuffer.alloc(1 << 20);
+    await dev.copyFrom(pb);
+    assert.ok((await dev.toBuffer()).equals(data));
+    const view = pb.bytes;
+    const pending = f.read(view.subarray(10, 100));
+    assert.throws(() => pb.free(), { code: 'ERR_PENSTOCK_BUFFER_BUSY' });
+    await pending;
+    pb.free();
+    pb.free();
+    assert.equal(view.byteLength, 0, 'views of freed pinned memory are empty');
+    assert.equal(runtimeInfo().pinnedBytes, before);
+    await assert.rejects(f.read(pb), { code: 'ERR_PENSTOCK_FREED' });
+    assert.throws(() => PinnedBuffer.alloc(0), { code: 'ERR_PENSTOCK_INVALID_SIZE' });
+  });
+});
+
+describe('staged path (posix-device)', () => {
+  const FILE_SIZE = 9 * (1 << 20) + 4099;
+  for (const [taskSize, bounce, threads] of [
+    [4096, 64 * 1024, 1],
+    [64 * 1024, 64 * 1024, 3],
+    [1 << 20, 256 * 1024, 4],
+    [4 << 20, 4 << 20, 8],
+  ] as const) {
+    test(`reads match byte for byte (task ${taskSize}, bounce ${bounce}, threads ${threads})`, async () => {
+      configure({ taskSize, bounceBufferSize: bounce, threads });
+      const { file, data } = makeFile(FILE_SIZE);
+      await using f = await open(file, 'r', { compatMode: 'on' });
+      using buf = DeviceBuffer.alloc(FILE_SIZE + 8192);
+      for (const [off, size] of [[0, FILE_SIZE], [1, 1], [4095, 70000], [12345, 5 << 20], [FILE_SIZE - 10, 5000], [FILE_SIZE + 5, 10], [0, 0]] as const) {
+        await buf.copyFrom(Buffer.alloc(buf.byteLength, 0xc3));
+        const n = await f.read(buf, { fileOffset: off, targetOffset: 7, size });
+        const expect = Math.max(0, Math.min(size, FILE_SIZE - off));
+        assert.equal(n, expect, `count at ${off}+${size}`);
+        const back = await buf.toBuffer();
+        assert.ok(back.subarray(7, 7 + n).equals(data.subarray(off, off + n)), `data at ${off}+${size}`);
+        assert.ok(back.subarray(0, 7).every((x) => x === 0xc3), 'before untouched');
+        assert.ok(back.subarray(7 + n).every((x) => x === 0xc3), 'after untouched');
+      }
+      assert.equal(f.route.device, 'posix-device');
+      assert.equal(f.route.reason?.code, 'COMPAT_MODE_ON');
+    });
+  }
+
+  test('writes from device memory match byte for byte', async () => {
+    for (const [taskSize, bounce] of [[4096, 64 * 1024], [1 << 20, 128 * 1024], [4 << 20, 4 << 20]] as const) {
+      configure({ taskSize, bounceBufferSize: bounce, threads: 4 });
+      const data = pattern(7 * (1 << 20) + 333, taskSize);
+      using buf = DeviceBuffer.alloc(data.length);
+      await buf.copyFrom(data);
+      const out = newPath('dw');
+      await using f = await open(out, 'w+', { compatMode: 'on' });
+      assert.equal(await f.write(buf), data.length);
+      assert.equal(await f.write(buf.subarray(10, 5000), { fileOffset: 4090 }), 4990);
+      const expect = Buffer.from(data);
+      data.subarray(10, 5000).copy(expect, 4090);
+      assert.ok(fs.readFileSync(out).equals(expect));
+      assert.equal(f.stats().routes['posix-device'].operations, 2);
+    }
+  });
+
+  test('O_DIRECT staged reads and writes with unaligned heads and tails', async () => {
+    configure({ taskSize: 1 << 20, bounceBufferSize: 256 * 1024, threads: 4, directIoRead: true, directIoWrite: true });
+    try {
+      const { file, data } = makeFile(5 * (1 << 20) + 77);
+      await using f = await open(file, 'r', { compatMode: 'on' });
+      using buf = DeviceBuffer.alloc(data.length);
+      for (const [off, size] of [[0, data.length], [3, 4093], [4097, 3 << 20], [data.length - 5, 5]] as const) {
+        const n = await f.read(buf, { fileOffset: off, size });
+        assert.equal(n, size);
+        assert.ok((await buf.subarray(0, n).toBuffer()).equals(data.subarray(off, off + n)));
+      }
+      const out = newPath('ddw');
+      await using w = await open(out, 'w+', { compatMode: 'on' });
+      await buf.copyFrom(data);
+      assert.equal(await w.write(buf, { fileOffset: 5 }), data.length);
+      const back = fs.readFileSync(out);
+      assert.ok(back.subarray(5).equals(data));
+      assert.ok(back.subarray(0, 5).every((x) => x === 0));
+    } finally {
+      configure({ directIoRead: false, directIoWrite: false });
+    }
+  });
+
+  test('a failing copy rejects with the CUDA error name', async () => {
+    configure({ taskSize: 64 * 1024, bounceBufferSize: 64 * 1024, threads: 2 });
+    const { file } = makeFile(4 << 20);
+    await using f = await open(file, 'r', { compatMode: 'on' });
+    using buf = DeviceBuffer.alloc(4 << 20);
+    await withEnv({ FAKE_CUDA_FAIL_COPY_AFTER: '3' }, () =>
+      assert.rejects(f.read(buf), (e: Error & { code: string; cudaCode: number }) => {
+        assert.equal(e.name, 'CudaError');
+        assert.equal(e.code, 'CUDA_ERROR_ILLEGAL_ADDRESS');
+        assert.equal(e.cudaCode, 700);
+        return true;
+      }),
+    );
+    assert.equal(f.stats().routes['posix-device'].errors, 1);
+    const { data } = { data: fs.readFileSync(file) };
+    assert.equal(await f.read(buf), 4 << 20, 'the file still reads once the fault is gone');
+    assert.ok((await buf.toBuffer()).equals(data));
+  });
+});
+
+describe('cuFile path', () => {
+  test('auto mode registers the file; counters say gds; data matches', async () => {
+    configure({ taskSize: 1 << 20, threads: 4 });
+    const { file, data } = makeFile(6 * (1 << 20) + 5);
+    await using f = await open(file);
+    using buf = DeviceBuffer.alloc(data.length);
+    assert.equal(f.route.device, 'undecided');
+    assert.equal(await f.read(buf), data.length);
+    assert.equal(f.route.device, 'cufile');
+    assert.equal(f.route.reason, undefined);
+    assert.ok((await buf.toBuffer()).equals(data));
+    assert.deepEqual(
+      { ops: f.stats().routes.gds.ops, bytes: f.stats().routes.gds.bytes },
+      { ops: 7, bytes: data.length },
+    );
+    assert.equal(f.stats().devices[0]?.gds.ops, 7);
+  });
+
+  test('counters showing POSIX I/O inside cuFile make it cufile-compat; no counters make it unknown', async () => {
+    configure({ taskSize: 1 << 20, threads: 4 });
+    const { file, data } = makeFile(2 << 20);
+    await using f = await open(file);
+    using buf = DeviceBuffer.alloc(data.length);
+    await withEnv({ FAKE_CUFILE_MODE: 'compat' }, () => f.read(buf));
+    assert.equal(f.stats().routes['cufile-compat'].ops, 2);
+    assert.equal(f.stats().routes.gds.ops, 0);
+    await withEnv({ FAKE_CUFILE_NO_STATS: '1' }, () => f.read(buf));
+    assert.equal(f.stats().routes['cufile-unknown'].ops, 2);
+    assert.ok((await buf.toBuffer()).equals(data));
+  });
+
+  test('reads below the threshold take the staged path even where cuFile works', async () => {
+    configure({ taskSize: 1 << 20, threads: 4, gdsThreshold: 64 * 1024 });
+    const { file, data } = makeFile(1 << 20);
+    await using f = await open(file);
+    using buf = DeviceBuffer.alloc(1 << 20);
+    await f.read(buf, { size: 4096, fileOffset: 100 });
+    assert.equal(f.stats().routes['posix-device'].ops, 1);
+    assert.ok((await buf.subarray(0, 4096).toBuffer()).equals(data.subarray(100, 4196)));
+    await f.read(buf);
+    assert.equal(f.stats().routes.gds.ops, 1);
+    configure({ gdsThreshold: initial.gdsThreshold });
+  });
+
+  test('short reads and writes from cuFile are continued', async () => {
+    configure({ taskSize: 1 << 20, threads: 3 });
+    const { file, data } = makeFile(3 * (1 << 20) + 11);
+    await using f = await open(file, 'r+');
+    using buf = DeviceBuffer.alloc(data.length);
+    await withEnv({ FAKE_CUFILE_SHORT: '1000' }, async () => {
+      assert.equal(await f.read(buf, { fileOffset: 0 }), data.length);
+      assert.ok((await buf.toBuffer()).equals(data));
+      const n = await f.read(buf, { fileOffset: data.length - 100 });
+      assert.equal(n, 100);
+      await buf.copyFrom(pattern(data.length, 99));
+      assert.equal(await f.write(buf, { fileOffset: 0 }), data.length);
+    });
+    assert.ok(fs.readFileSync(file).equals(pattern(data.length, 99)));
+    assert.equal(f.stats().routes.gds.operations, 3);
+  });
+
+  for (const [style, check] of [
+    ['negative', { name: 'CuFileError', code: 'CU_FILE_IO_ERROR', cufileCode: 5044 }],
+    ['errno-cufile', { name: 'CuFileError', code: 'CU_FILE_IO_ERROR', cufileCode: 5044 }],
+    ['errno', { name: 'PenstockSystemError', code: 'EIO', syscall: 'cuFileRead' }],
+  ] as const) {
+    test(`a cuFile failure mid-operation (${style} convention) rejects with a typed error`, async () => {
+      configure({ taskSize: 64 * 1024, threads: 2 });
+      const { file } = makeFile(2 << 20);
+      await using f = await open(file);
+      using buf = DeviceBuffer.alloc(2 << 20);
+      await withEnv({ FAKE_CUFILE_FAIL_AFTER: `3:${style}`, FAKE_CUFILE_FAIL_STYLE: style }, () => assert.rejects(f.read(buf), check));
+      assert.equal(f.stats().routes['cufile-unknown'].errors + f.stats().routes.gds.errors, 1);
+    });
+  }
+
+  test('a refused registration (5027) falls back to the staged path with the reason on record', async () => {
+    configure({ taskSize: 1 << 20, threads: 4 });
+    const { file, data } = makeFile(4 << 20);
+    await withEnv({ FAKE_CUFILE_REGISTER_ERROR: '5027' }, async () => {
+      await using f = await open(file);
+      using buf = DeviceBuffer.alloc(data.length);
+      assert.equal(await f.read(buf), data.length);
+      assert.ok((await buf.toBuffer()).equals(data));
+      const r = f.route;
+      assert.equal(r.device, 'posix-device');
+      assert.equal(r.reason?.code, 'CUFILE_HANDLE_REFUSED');
+      assert.equal(r.reason?.cufileCode, 'CU_FILE_HANDLE_NOT_REGISTERED');
+      assert.equal(r.reason?.cufileNumber, 5027);
+      assert.match(r.reason!.message, /udev/);
+      assert.equal(f.stats().routes['posix-device'].ops, 4);
+      assert.equal(f.stats().routes.gds.ops, 0);
+    });
+  });
+
+  test("compatMode 'off' turns a refusal into an error that says why, touching nothing", async () => {
+    const { file } = makeFile(1 << 20);
+    await withEnv({ FAKE_CUFILE_REGISTER_ERROR: '5027' }, async () => {
+      await using f = await open(file, 'r', { compatMode: 'off' });
+      using buf = DeviceBuffer.alloc(1 << 20);
+      await buf.copyFrom(Buffer.alloc(1 << 20, 0x42));
+      await assert.rejects(f.read(buf), (e: Error & { code: string }) => {
+        assert.equal(e.name, 'CuFileError');
+        assert.equal(e.code, 'CU_FILE_HANDLE_NOT_REGISTERED');
+        assert.match(e.message, /compatMode is 'off'/);
+        return true;
+      });
+      assert.ok((await buf.toBuffer()).every((x) => x === 0x42));
+      await assert.rejects(f.read(buf, { size: 10 }), { code: 'CU_FILE_HANDLE_NOT_REGISTERED' });
+    });
+  });
+
+  test('a 1 GiB read with default settings is 256 tasks under one route', async () => {
+    configure(initial);
+    const file = newPath('sparse');
+    fs.writeFileSync(file, '');
+    fs.truncateSync(file, 2 ** 30);
+    resetStats();
+    const buf = await readFileToDevice(file);
+    try {
+      assert.equal(buf.byteLength, 2 ** 30);
+      const s = stats().routes;
+      assert.equal(s.gds.ops, 256);
+      assert.equal(s.gds.bytes, 2 ** 30);
+      assert.equal(s['posix-device'].ops + s['cufile-compat'].ops + s['cufile-unknown'].ops, 0);
+      assert.equal(sha256(await buf.subarray(0, 1 << 20).toBuffer()), sha256(Buffer.alloc(1 << 20)));
+    } finally {
+      buf.free();
+      fs.rmSync(file);
+    }
+  });
+});
+
+describe('several GPUs and files', () => {
+  test('reads into GPU 1 and GPU 0 at once, stats per GPU', async () => {
+    configure({ taskSize: 1 << 20, threads: 4 });
+    resetStats();
+    const a = makeFile(3 << 20);
+    const b = makeFile(5 << 20);
+    const [da, db] = await Promise.all([readFileToDevice(a.file, { device: 1 }), readFileToDevice(b.file, { device: 0 })]);
+    assert.equal(da.device, 1);
+    assert.ok((await da.toBuffer()).equals(a.data));
+    assert.ok((await db.toBuffer()).equals(b.data));
+    assert.equal(stats().devices[1]?.gds.ops, 3);
+    assert.equal(stats().devices[0]?.gds.ops, 5);
+    da.free();
+    db.free();
+  });
+
+  test('device writes via writeFile, abort of a device read', async () => {
+    configure({ taskSize: 64 * 1024, threads: 1 });
+    const data = pattern(3 << 20, 77);
+    using buf = DeviceBuffer.alloc(data.length, { device: 1 });
+    await buf.copyFrom(data);
+    const out = newPath('wf');
+    assert.equal(await writeFile(out, buf), data.length);
+    assert.ok(fs.readFileSync(out).equals(data));
+    const big = makeFile(16 << 20);
+    await using f = await open(big.file, 'r', { compatMode: 'on' });
+    using target = DeviceBuffer.alloc(16 << 20);
+    const ac = new AbortController();
+    await assert.rejects(f.read(target, { signal: ac.signal, onProgress: () => ac.abort(new Error('stop')) }), (e: Error & { cause?: Error }) => {
+      assert.equal(e.name, 'AbortError');
+      assert.equal(e.cause?.message, 'stop');
+      return true;
+    });
+  });
+});

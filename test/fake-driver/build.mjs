@@ -1,0 +1,75 @@
+// Builds the test-only fake CUDA driver and cuFile libraries into <repo>/dist/fake-driver/.
+// Run from anywhere (npm runs it from the repo root): paths are resolved from this file.
+// Tests load the results through PENSTOCK_CUDA_LIBRARY and PENSTOCK_CUFILE_LIBRARY.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '../..');
+const outDir = path.join(repo, 'dist', 'fake-driver');
+const cc = process.env.CC || 'cc';
+
+const common = [
+  '-std=c11', '-O1', '-g', '-fPIC', '-shared', '-pthread', '-Wall', '-Wextra',
+  '-Werror=implicit-function-declaration',
+  // Only the API (FAKE_API) is exported, so internal helpers cannot be interposed or collide.
+  '-fvisibility=hidden',
+  // Stream worker threads run library code: the library must never be unmapped under them.
+  '-Wl,-z,nodelete',
+  '-Wl,--no-undefined',
+];
+
+const cuda = path.join(outDir, 'libcuda.so.1');
+const cufile = path.join(outDir, 'libcufile.so.0');
+
+const targets = [
+  {
+    output: cuda,
+    sources: ['fake_cuda.c', 'fake_memory.c', 'fake_stream.c', 'fake_event.c'],
+    headers: ['fake_internal.h', 'fake_stream.h'],
+    flags: ['-Wl,-soname,libcuda.so.1'],
+    inputs: [],
+  },
+  {
+    output: cufile,
+    sources: ['fake_cufile.c', 'fake_cufile_stats.c'],
+    headers: ['fake_cufile.h'],
+    // DT_NEEDED libcuda.so.1 found next to this file, so that a process which dlopens both from
+    // one folder shares a single fake libcuda and its allocation table. DT_RPATH rather than
+    // DT_RUNPATH: it wins over LD_LIBRARY_PATH, which might name a real driver.
+    flags: ['-Wl,-soname,libcufile.so.0', cuda, '-Wl,-rpath,$ORIGIN', '-Wl,--disable-new-dtags'],
+    inputs: [cuda],
+  },
+];
+
+function mtime(file) {
+  try {
+    return fs.statSync(file).mtimeMs;
+  } catch {
+    return -Infinity;
+  }
+}
+
+fs.mkdirSync(outDir, { recursive: true });
+let built = 0;
+for (const t of targets) {
+  const sources = t.sources.map((s) => path.join(here, s));
+  const inputs = [...sources, ...t.headers.map((h) => path.join(here, h)), ...t.inputs, fileURLToPath(import.meta.url)];
+  const newest = Math.max(...inputs.map(mtime));
+  if (mtime(t.output) > newest) continue;
+  // Compile to a temporary name: a failed build must not leave an output that looks up to date,
+  // and renaming never rewrites a library some running process has mapped.
+  const tmp = `${t.output}.tmp-${process.pid}`;
+  const res = spawnSync(cc, [...common, ...sources, ...t.flags, '-o', tmp], { stdio: 'inherit' });
+  if (res.error || res.status !== 0) {
+    fs.rmSync(tmp, { force: true });
+    const why = res.error ? res.error.message : `exit status ${res.status ?? res.signal}`;
+    console.error(`fake driver: compiling ${path.basename(t.output)} with ${cc} failed (${why})`);
+    process.exit(1);
+  }
+  fs.renameSync(tmp, t.output);
+  built++;
+}
+console.log(`fake driver: ${cuda} and ${cufile} ${built ? 'built' : 'up to date'}`);

@@ -1,0 +1,80 @@
+/*
+ * Test-only fake of the CUDA driver: declarations shared by its source files (fake_cuda.c,
+ * fake_memory.c, fake_stream.c, fake_event.c).
+ * Every type here is declared from the driver's documented ABI, not taken from NVIDIA's headers
+ * (none exist on CI machines). Nothing in this header is exported from the library: the build
+ * uses -fvisibility=hidden and only FAKE_API functions are visible to dlsym.
+ */
+#ifndef PENSTOCK_FAKE_INTERNAL_H
+#define PENSTOCK_FAKE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FAKE_API __attribute__((visibility("default")))
+
+#define MAX_DEVICES 16
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct fake_ctx *CUcontext;
+typedef struct fake_stream *CUstream;
+typedef struct fake_event *CUevent;
+
+enum {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_NOT_INITIALIZED = 3,
+  CUDA_ERROR_NO_DEVICE = 100,
+  CUDA_ERROR_INVALID_DEVICE = 101,
+  CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_INVALID_HANDLE = 400,
+  CUDA_ERROR_NOT_READY = 600,
+  CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+  CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
+  CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
+  CUDA_ERROR_UNKNOWN = 999,
+};
+
+/* One entry of the allocation table (device memory, cuMemHostAlloc memory, registered ranges). */
+typedef struct fake_rec fake_rec;
+
+/* Integer environment switch, read on every call because tests flip them through process.env. */
+long long fk_env_ll(const char *name, long long dflt);
+
+/* FAKE_CUDA_DEVICE_COUNT, clamped to 0..MAX_DEVICES. */
+int fk_device_count(void);
+int fk_valid_device(int device);
+
+/* FAKE_CUDA_MEM_LIMIT: the per-device capacity, reported as total memory too. */
+unsigned long long fk_mem_limit(void);
+
+/* The primary context object of a device (valid for any ordinal below MAX_DEVICES). */
+CUcontext fk_device_ctx(int device);
+
+/* CUDA_ERROR_NOT_INITIALIZED until cuInit has succeeded. */
+CUresult fk_check_init(void);
+
+/* Initialised, and the calling thread has a current context whose primary context is retained. */
+CUresult fk_check_ctx(int *device);
+
+/*
+ * Pins the live device allocation that holds all of [p, p+n) so that cuMemFree waits for the
+ * copy instead of freeing memory a stream worker is about to touch. Nonzero if there is none.
+ */
+int fk_acquire_device_range(CUdeviceptr p, size_t n, fake_rec **rec);
+
+/* Same for a pinned host range containing p, if any (NULL otherwise: pageable memory). */
+fake_rec *fk_acquire_host(const void *p);
+
+void fk_release(fake_rec *rec);
+
+/* Waits for the default stream and every blocking stream (legacy default stream ordering). */
+void fk_legacy_sync(void);
+
+/* Counts one copy; nonzero when FAKE_CUDA_FAIL_COPY_AFTER says this one must fail. */
+int fk_copy_should_fail(void);
+
+#endif
