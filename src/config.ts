@@ -20,7 +20,7 @@ export interface Settings {
   taskSize: number;
   /** Device reads and writes smaller than this take the staged path even where cuFile works. Default 16 KiB. */
   gdsThreshold: number;
-  /** Pinned staging bytes per worker thread and GPU (two halves, for overlap). Default 4 MiB. */
+  /** Pinned staging bytes per worker thread and GPU (two halves, for overlap). Default 8 MiB. */
   bounceBufferSize: number;
   /** Use O_DIRECT for staged and host reads (page-cache bypass). Default false. */
   directIoRead: boolean;
@@ -76,7 +76,7 @@ export function defaults(): Settings {
     threads: defaultThreads(),
     taskSize: 4 * 1024 * 1024,
     gdsThreshold: 16 * 1024,
-    bounceBufferSize: 4 * 1024 * 1024,
+    bounceBufferSize: 8 * 1024 * 1024,
     directIoRead: false,
     directIoWrite: false,
     cudaLibrary: 'libcuda.so.1',

@@ -10,7 +10,7 @@ import { DeviceBuffer } from './device-buffer.js';
 import { AbortError, fromNative, usage } from './errors.js';
 import { hostRegion, isHostMemory, type HostMemory } from './host-memory.js';
 import { FileRouting, type FileRoute, type RouteReason } from './routing.js';
-import { cufileEvidence, currentSettings, ensurePool, prepareDevice } from './runtime.js';
+import { anyDevicePrepared, cufileEvidence, currentSettings, ensurePool, prepareDevice } from './runtime.js';
 import { classifyCuFile, globalStats, StatsBook, type Route, type StatsSnapshot } from './stats.js';
 import { checkLength, checkRange, describe } from './validate.js';
 
@@ -98,6 +98,15 @@ export class PenstockFile {
     const r = this.#routing.route;
     if (this.#directRefused) return { ...r, directIo: { ...this.#directRefused } };
     return r;
+  }
+
+  /** @internal Decides the device route now (cuFile registration); errors wait for device I/O. */
+  prepareDeviceRoute(): void {
+    try {
+      this.#routing.decide(this.#fd);
+    } catch {
+      // 'off' mode: the same error is raised by the first device operation.
+    }
   }
 
   /** Size of the file in bytes. */
@@ -320,7 +329,12 @@ export async function open(path: string, flags: OpenFlags = 'r', options: OpenOp
     await closeAsync(fd);
     throw systemError(Object.assign(new Error(`EISDIR: illegal operation on a directory, open '${path}'`), { code: 'EISDIR', errno: -21, syscall: 'open', path }));
   }
-  return new PenstockFile(path, flags, fd, compatMode);
+  const file = new PenstockFile(path, flags, fd, compatMode);
+  // Where the process already uses a GPU, register with cuFile now, as part of opening, so the
+  // first read does not pay for it. Elsewhere it waits for the first device operation, and
+  // host-only programs never load CUDA at all.
+  if (compatMode !== 'on' && anyDevicePrepared()) file.prepareDeviceRoute();
+  return file;
 }
 
 /** Node's own fs errors, made instances of PenstockSystemError with the same fields. */

@@ -112,6 +112,14 @@ export function prepareDevice(ordinal: number): void {
   checkDevice(ordinal);
   call(() => native().devicePrepare(ordinal, s.bounceBufferSize));
   prepared.set(ordinal, key);
+  // cuFile's driver open costs a few hundred milliseconds: pay it with the device's setup,
+  // not inside somebody's first read.
+  if (s.compatMode !== 'on') cufileStatus();
+}
+
+/** Whether some GPU has been prepared in this process (CUDA is then already paid for). */
+export function anyDevicePrepared(): boolean {
+  return prepared.size > 0;
 }
 
 /** Runs a native call, converting what it throws into a typed error. */

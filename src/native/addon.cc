@@ -5,6 +5,8 @@
 #include "bindings.h"
 #include "host_memory.h"
 #include "instance.h"
+#include "io_op.h"
+#include "thread_pool.h"
 
 namespace penstock {
 
@@ -15,6 +17,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
     instance->Teardown();
     PinnedStopFreeing();
   });
+  ThreadPool::Instance().SetIdleHook(&Operation::FlushDeferred);
   RegisterMemory(env, exports);
   RegisterIo(env, exports);
   return exports;

@@ -58,6 +58,7 @@ const CudaState& LoadCuda(const std::string& path) {
   Resolve(lib, a.MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", m);
   Resolve(lib, a.StreamCreate, "cuStreamCreate", m);
   Resolve(lib, a.StreamSynchronize, "cuStreamSynchronize", m);
+  Resolve(lib, a.StreamQuery, "cuStreamQuery", m);
   Resolve(lib, a.EventCreate, "cuEventCreate", m);
   Resolve(lib, a.EventRecord, "cuEventRecord", m);
   Resolve(lib, a.EventSynchronize, "cuEventSynchronize", m);

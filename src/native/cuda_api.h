@@ -53,6 +53,7 @@ struct CudaApi {
   CUresult (*MemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream) = nullptr;
   CUresult (*StreamCreate)(CUstream*, unsigned) = nullptr;
   CUresult (*StreamSynchronize)(CUstream) = nullptr;
+  CUresult (*StreamQuery)(CUstream) = nullptr;
   CUresult (*EventCreate)(CUevent*, unsigned) = nullptr;
   CUresult (*EventRecord)(CUevent, CUstream) = nullptr;
   CUresult (*EventSynchronize)(CUevent) = nullptr;

@@ -103,7 +103,70 @@ char* Scratch(size_t n) {
   return p;
 }
 constexpr uint64_t kScratchPiece = 4 << 20;
+
+// A worker's view of its staging slot across tasks. Tasks alternate the two bounce halves
+// without waiting for their last copy: a task ends when the copy out of its last half is seen to
+// be complete, which overlaps that copy with the next task's pread instead of idling on it.
+struct Pipe {
+  DeviceState* dev = nullptr;
+  WorkerSlot* slot = nullptr;
+  int nextHalf = 0;
+  uint64_t seq = 0;
+  uint64_t halfSeq[2] = {0, 0};  // sequence of the last event recorded on each half (0: none)
+  struct Waiting {
+    std::shared_ptr<Operation> op;
+    uint64_t seq;  // complete once the event with this sequence has completed
+  };
+  std::vector<Waiting> waiting;
+
+  // Completion of event `seq` implies completion of every earlier one (one in-order stream).
+  void Complete(uint64_t seq, const ErrorRecord& err) {
+    for (size_t i = 0; i < waiting.size();) {
+      if (waiting[i].seq <= seq) {
+        if (!err.ok()) waiting[i].op->Fail(err);
+        waiting[i].op->FinishTask();
+        waiting[i] = std::move(waiting.back());
+        waiting.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+
+  // Waits for the half's previous copy before it is overwritten.
+  ErrorRecord Reuse(int h) {
+    if (!halfSeq[h]) return {};
+    CUresult r = Cuda().EventSynchronize(slot->events[h]);
+    ErrorRecord err = r == CUDA_SUCCESS ? ErrorRecord() : ErrorRecord::FromCuda(r, "cuEventSynchronize");
+    Complete(halfSeq[h], err);
+    halfSeq[h] = 0;
+    return err;
+  }
+
+  void Flush() {
+    if (!slot) return;
+    // Small copies finish within microseconds: poll briefly before a blocking wait, whose
+    // wake-up would cost more than the copy.
+    const CudaApi& cu = Cuda();
+    CUresult r = CUDA_ERROR_NOT_READY;
+    for (int i = 0; i < 64 && r == CUDA_ERROR_NOT_READY; ++i) r = cu.StreamQuery(slot->stream);
+    if (r == CUDA_ERROR_NOT_READY) r = cu.StreamSynchronize(slot->stream);
+    ErrorRecord err = r == CUDA_SUCCESS ? ErrorRecord() : ErrorRecord::FromCuda(r, "cuStreamSynchronize");
+    Complete(UINT64_MAX, err);
+    halfSeq[0] = halfSeq[1] = 0;
+    slot = nullptr;
+    dev = nullptr;
+  }
+};
+
+thread_local Pipe t_pipe;
 }  // namespace
+
+void Operation::FlushDeferred() { t_pipe.Flush(); }
+
+void Operation::FinishTask() {
+  if (remaining_.fetch_sub(1) == 1) instance_->TasksDrained(shared_from_this());
+}
 
 void Operation::Start() {
   auto self = shared_from_this();
@@ -127,13 +190,16 @@ void Operation::Start() {
 
 void Operation::RunTask(uint64_t begin, uint64_t length) {
   auto t0 = std::chrono::steady_clock::now();
+  bool deferred = false;
   if (!cancelled_ && !failed_) {
     uint64_t done = 0;
     ErrorRecord e;
+    // Only staged reads continue a worker's pipeline; anything else first settles it.
+    if (spec_.route != Route::PosixDevice || spec_.write) t_pipe.Flush();
     switch (spec_.route) {
       case Route::PosixHost: e = HostTask(begin, length, &done); break;
       case Route::PosixDevice:
-        e = spec_.write ? StagedWriteTask(begin, length, &done) : StagedReadTask(begin, length, &done);
+        e = spec_.write ? StagedWriteTask(begin, length, &done) : StagedReadTask(begin, length, &done, &deferred);
         break;
       case Route::CuFile: e = CuFileTask(begin, length, &done); break;
       case Route::CopyToDevice:
@@ -143,7 +209,7 @@ void Operation::RunTask(uint64_t begin, uint64_t length) {
   }
   auto t1 = std::chrono::steady_clock::now();
   busyNs_ += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
-  if (remaining_.fetch_sub(1) == 1) instance_->TasksDrained(shared_from_this());
+  if (!deferred) FinishTask();
 }
 
 void Operation::Fail(ErrorRecord e) {
@@ -212,33 +278,33 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
   return {};
 }
 
-ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t* done) {
+ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t* done, bool* deferred) {
   DeviceState* d = PreparedDevice(spec_.device);
   int w = ThreadPool::WorkerIndex();
   if (!d || w < 0 || w >= static_cast<int>(d->slots.size()))
     return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared for this worker");
-  WorkerSlot& s = d->slots[w];
+  Pipe& pipe = t_pipe;
+  WorkerSlot* slot = &d->slots[w];
+  if (pipe.slot != slot) {
+    pipe.Flush();
+    pipe.dev = d;
+    pipe.slot = slot;
+  }
+  WorkerSlot& s = *slot;
   const CudaApi& cu = Cuda();
   cu.CtxSetCurrent(d->ctx);
   bool direct = spec_.directFd >= 0;
   // Room for the aligned span around a piece when reading through O_DIRECT.
   uint64_t pieceMax = direct ? s.half - 2 * kAlign : s.half;
-  bool pending[2] = {false, false};
   ErrorRecord err;
-  for (uint64_t pos = begin, k = 0; pos < begin + length; ++k) {
+  bool recorded = false;
+  for (uint64_t pos = begin; pos < begin + length;) {
     if (cancelled_ || failed_) break;
     uint64_t n = std::min(pieceMax, begin + length - pos);
-    int h = static_cast<int>(k & 1);
+    int h = pipe.nextHalf;
     char* buf = s.bounce + h * s.half;
-    if (pending[h]) {
-      // The copy out of this half must finish before pread overwrites it.
-      CUresult r = cu.EventSynchronize(s.events[h]);
-      pending[h] = false;
-      if (r != CUDA_SUCCESS) {
-        err = ErrorRecord::FromCuda(r, "cuEventSynchronize");
-        break;
-      }
-    }
+    err = pipe.Reuse(h);
+    if (!err.ok()) break;
     uint64_t filePos = spec_.fileOffset + pos;
     char* data;
     uint64_t got;
@@ -253,7 +319,9 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
         err = ErrorRecord::FromCuda(r, "cuMemcpyHtoDAsync");
         break;
       }
-      pending[h] = true;
+      pipe.halfSeq[h] = ++pipe.seq;
+      pipe.nextHalf = h ^ 1;
+      recorded = true;
       *done += got;
       AddProgress(got);
     }
@@ -263,10 +331,15 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
     }
     pos += n;
   }
-  // The task's bytes only count once they are on the GPU.
-  CUresult r = cu.StreamSynchronize(s.stream);
-  if (r != CUDA_SUCCESS && err.ok()) err = ErrorRecord::FromCuda(r, "cuStreamSynchronize");
-  return err;
+  if (!err.ok() || !recorded) {
+    // Nothing of ours in flight, or a failure: settle the pipeline now.
+    pipe.Flush();
+    return err;
+  }
+  // The task's bytes count once they are on the GPU: finish it when its last copy completes.
+  pipe.waiting.push_back({shared_from_this(), pipe.seq});
+  *deferred = true;
+  return {};
 }
 
 ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t* done) {

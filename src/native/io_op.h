@@ -52,6 +52,12 @@ class Operation : public std::enable_shared_from_this<Operation> {
   void DeliverProgress(Napi::Env env);
 
   const OpSpec& spec() const { return spec_; }
+
+  // Counts one task as finished; the last one hands the operation back to the JS thread.
+  void FinishTask();
+  void Fail(ErrorRecord e);
+  // Finishes a worker's staged reads whose copies are still in flight (pool idle hook).
+  static void FlushDeferred();
   Napi::Promise::Deferred* deferred = nullptr;
   Napi::ObjectReference keepAlive;  // the JS memory the tasks use
   Napi::FunctionReference progress;
@@ -59,11 +65,12 @@ class Operation : public std::enable_shared_from_this<Operation> {
  private:
   void RunTask(uint64_t begin, uint64_t length);
   ErrorRecord HostTask(uint64_t begin, uint64_t length, uint64_t* done);
-  ErrorRecord StagedReadTask(uint64_t begin, uint64_t length, uint64_t* done);
+  // May leave its last copy in flight and return *deferred = true: the task then finishes when
+  // that copy is known complete (the worker's next use of the buffer half, or when it idles).
+  ErrorRecord StagedReadTask(uint64_t begin, uint64_t length, uint64_t* done, bool* deferred);
   ErrorRecord StagedWriteTask(uint64_t begin, uint64_t length, uint64_t* done);
   ErrorRecord CuFileTask(uint64_t begin, uint64_t length, uint64_t* done);
   ErrorRecord CopyTask(uint64_t begin, uint64_t length);
-  void Fail(ErrorRecord e);
   void NoteEof(uint64_t filePos);
   void AddProgress(uint64_t n);
 

@@ -1,9 +1,14 @@
 #include "thread_pool.h"
 
+#include <chrono>
+
 namespace penstock {
 
 namespace {
 thread_local int t_workerIndex = -1;
+// A worker that just ran out of work watches the queue this long before sleeping: waking a
+// sleeping thread costs more than a small read itself.
+constexpr auto kSpin = std::chrono::microseconds(50);
 }
 
 ThreadPool& ThreadPool::Instance() {
@@ -27,6 +32,7 @@ void ThreadPool::Submit(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(std::move(task));
+    queuedHint_.store(queue_.size(), std::memory_order_release);
   }
   wake_.notify_one();
 }
@@ -35,10 +41,31 @@ void ThreadPool::Run(int index) {
   t_workerIndex = index;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) break;  // stopping and drained
+    if (queue_.empty()) {
+      if (idleHook_) {
+        ++running_;
+        lock.unlock();
+        idleHook_();
+        lock.lock();
+        --running_;
+        if (!queue_.empty()) continue;
+        if (running_ == 0) idle_.notify_all();
+      }
+      if (stopping_) break;
+      lock.unlock();
+      auto until = std::chrono::steady_clock::now() + kSpin;
+      while (queuedHint_.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < until) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+      }
+      lock.lock();
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      continue;
+    }
     auto task = std::move(queue_.front());
     queue_.pop_front();
+    queuedHint_.store(queue_.size(), std::memory_order_release);
     ++running_;
     lock.unlock();
     task();

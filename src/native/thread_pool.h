@@ -1,6 +1,7 @@
 // penstock's own I/O threads. Blocking preads and copy waits must not sit on libuv's four shared
 // threads (fs, dns, zlib and crypto queue behind them), so every task runs here.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -25,6 +26,10 @@ class ThreadPool {
   // Index of the calling worker in [0, Size()), or -1 off the pool.
   static int WorkerIndex();
 
+  // Called on a worker whenever it finds the queue empty, before it sleeps: work a worker
+  // deferred (copies still in flight) is finished there, never left waiting for a next task.
+  void SetIdleHook(void (*hook)()) { idleHook_ = hook; }
+
  private:
   ThreadPool() = default;
   void Run(int index);
@@ -37,6 +42,9 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   int running_ = 0;
   bool stopping_ = false;
+  // Mirrors queue_.size() so idle workers can spin on it without the lock.
+  std::atomic<size_t> queuedHint_{0};
+  void (*idleHook_)() = nullptr;
 };
 
 }  // namespace penstock

@@ -1,0 +1,348 @@
+/**
+ * `penstock bench`: throughput of reads or writes between a file and GPU or host memory, for one
+ * or more thread counts and task sizes, each number reported with the route that carried it.
+ */
+import { constants as bufferConstants } from 'node:buffer';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ArgError, oneOf, parseCommandLine, parseIntArg, parseIntList, parseSizeArg, parseSizeList } from '../bench/args.js';
+import { describeDrop, dropFilePages, type DropResult } from '../bench/cold.js';
+import { formatCpu, formatGBps, formatSeconds, formatSize, textTable } from '../bench/format.js';
+import { describeRoutes, measure, type RouteCounts } from '../bench/measure.js';
+import { ProgressBar } from '../bench/progress.js';
+import type { Sample } from '../bench/stats.js';
+import { fileSystemType, freeBytes, machineInfo } from '../bench/system.js';
+import { createTestFile, fillDevice, fillRandom } from '../bench/testfile.js';
+import { configure, DeviceBuffer, deviceInfo, getConfig, hasGpu, open, type FileRoute, type PenstockFile } from '../index.js';
+import { cudaUnavailableReason } from '../runtime.js';
+
+export const BENCH_USAGE = `Usage: penstock bench [FILE] [options]
+
+Measures reads (or writes) between FILE and GPU or host memory. Without FILE a file of random
+data is created for the run (in the temporary directory, or --dir) and removed afterwards.
+
+Options:
+  --size SIZE          bytes per transfer (default: FILE's size, or 1GiB)
+  --target T           device | host (default: device when a GPU is usable, else host)
+  --op OP              read | write (default read); write creates FILE, never overwrites one
+  --threads LIST       penstock I/O threads, each value its own run: 1,4,16 (default: current)
+  --task-size LIST     bytes per task, each value its own run: 4MiB or 1MiB,16MiB (default: current)
+  --cold               drop FILE's pages from the page cache before every repeat (reads)
+  --drop-caches        with --cold: also drop the whole page cache each time (needs root)
+  --fsync              writes: include fsync in the timed region
+  --repeat N           timed repeats per configuration (default 5)
+  --json OUT           also write the results as JSON to OUT
+  --dir DIR            where to create the test file
+  --no-progress        no progress bar
+  -h, --help           this text
+
+Throughput is in GB/s (1 GB = 1e9 bytes): median, min and max over the repeats. CPU is the
+process's user+system seconds per GB moved. Warm runs start with one untimed transfer.
+`;
+
+export interface BenchArgs {
+  file?: string;
+  size?: number;
+  target?: 'device' | 'host';
+  op: 'read' | 'write';
+  threads?: number[];
+  taskSizes?: number[];
+  cold: boolean;
+  dropCaches: boolean;
+  fsync: boolean;
+  repeat: number;
+  json?: string;
+  dir?: string;
+  progress: boolean;
+  help: boolean;
+}
+
+export function parseBenchArgs(argv: string[]): BenchArgs {
+  const { values: v, positionals } = parseCommandLine({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      size: { type: 'string' },
+      target: { type: 'string' },
+      op: { type: 'string' },
+      threads: { type: 'string' },
+      'task-size': { type: 'string' },
+      cold: { type: 'boolean', default: false },
+      'drop-caches': { type: 'boolean', default: false },
+      fsync: { type: 'boolean', default: false },
+      repeat: { type: 'string' },
+      json: { type: 'string' },
+      dir: { type: 'string' },
+      'no-progress': { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (positionals.length > 1) throw new ArgError(`expected at most one FILE, got ${positionals.length}: ${positionals.join(' ')}`);
+  const a: BenchArgs = {
+    op: v.op === undefined ? 'read' : oneOf(v.op, '--op', ['read', 'write'] as const),
+    cold: v.cold === true,
+    dropCaches: v['drop-caches'] === true,
+    fsync: v.fsync === true,
+    repeat: v.repeat === undefined ? 5 : parseIntArg(v.repeat, '--repeat', 1, 1000),
+    progress: v['no-progress'] !== true,
+    help: v.help === true,
+  };
+  if (positionals[0] !== undefined) a.file = positionals[0];
+  if (v.size !== undefined) a.size = parseSizeArg(v.size, '--size');
+  if (v.target !== undefined) a.target = oneOf(v.target, '--target', ['device', 'host'] as const);
+  if (v.threads !== undefined) a.threads = parseIntList(v.threads, '--threads', 1, 1024);
+  if (v['task-size'] !== undefined) {
+    a.taskSizes = parseSizeList(v['task-size'], '--task-size');
+    const bad = a.taskSizes.find((t) => t % 4096 !== 0);
+    if (bad !== undefined) throw new ArgError(`--task-size must be a multiple of 4 KiB, got ${bad} bytes`);
+  }
+  if (v.json !== undefined) a.json = v.json;
+  if (v.dir !== undefined) a.dir = v.dir;
+  if (a.cold && a.op === 'write') throw new ArgError('--cold applies to reads only');
+  if (a.dropCaches && !a.cold) throw new ArgError('--drop-caches needs --cold');
+  if (a.fsync && a.op === 'read') throw new ArgError('--fsync applies to writes only');
+  return a;
+}
+
+export interface BenchResult {
+  threads: number;
+  taskSize: number;
+  medianGBps?: number;
+  minGBps?: number;
+  maxGBps?: number;
+  cpuSecondsPerGB?: number;
+  medianSeconds?: number;
+  samples?: Sample[];
+  routes?: RouteCounts;
+  error?: string;
+}
+
+const out = (s: string) => process.stdout.write(s);
+const err = (s: string) => process.stderr.write(s);
+const DEFAULT_SIZE = 1024 ** 3;
+
+/** Runs `penstock bench`; resolves to the exit status. */
+export async function runBenchCli(argv: string[]): Promise<number> {
+  let args: BenchArgs;
+  try {
+    args = parseBenchArgs(argv);
+  } catch (e) {
+    if (!(e instanceof ArgError)) throw e;
+    err(`penstock bench: ${e.message}\nRun "penstock bench --help" for the options.\n`);
+    return 2;
+  }
+  if (args.help) {
+    out(BENCH_USAGE);
+    return 0;
+  }
+  const gpu = hasGpu();
+  const target = args.target ?? (gpu ? 'device' : 'host');
+  if (target === 'device' && !gpu) {
+    err(`penstock bench: no GPU: use --target host (${cudaUnavailableReason() ?? 'no usable GPU'})\n`);
+    return 1;
+  }
+  let file: string;
+  let created = false;
+  let size: number;
+  try {
+    ({ file, size, created } = await prepareFile(args));
+  } catch (e) {
+    if (!(e instanceof ArgError)) throw e;
+    err(`penstock bench: ${e.message}\n`);
+    return 2;
+  }
+  const removeCreated = () => {
+    if (created) fs.rmSync(file, { force: true });
+  };
+  const onSignal = () => {
+    removeCreated();
+    process.exit(130);
+  };
+  process.once('SIGINT', onSignal);
+  try {
+    return await runMeasurements(args, target, file, created, size);
+  } finally {
+    process.removeListener('SIGINT', onSignal);
+    removeCreated();
+  }
+}
+
+async function prepareFile(args: BenchArgs): Promise<{ file: string; size: number; created: boolean }> {
+  if (args.op === 'read' && args.file !== undefined) {
+    let st: fs.Stats;
+    try {
+      st = fs.statSync(args.file);
+    } catch (e) {
+      throw new ArgError(`cannot read ${args.file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+    }
+    if (!st.isFile()) throw new ArgError(`${args.file} is not a regular file`);
+    const size = args.size ?? st.size;
+    if (size === 0) throw new ArgError(`${args.file} is empty`);
+    if (size > st.size) throw new ArgError(`${args.file} holds ${st.size} bytes; --size asks for ${size}`);
+    return { file: args.file, size, created: false };
+  }
+  const size = args.size ?? DEFAULT_SIZE;
+  let file: string;
+  if (args.file !== undefined) {
+    if (fs.existsSync(args.file)) throw new ArgError(`${args.file} exists; --op write only creates new files (remove it or name another)`);
+    file = args.file;
+  } else {
+    const dir = args.dir ?? os.tmpdir();
+    if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new ArgError(`--dir ${dir} is not a directory`);
+    file = path.join(dir, `penstock-bench-${process.pid}-${Date.now().toString(36)}.dat`);
+  }
+  const free = freeBytes(path.dirname(path.resolve(file)));
+  if (free !== undefined && free < size + 64 * 1024 * 1024)
+    throw new ArgError(`not enough free space for a ${formatSize(size)} file in ${path.dirname(path.resolve(file))} (${formatSize(free)} free)`);
+  if (args.op === 'read') {
+    const bar = new ProgressBar({ label: 'creating test file', total: size, enabled: args.progress ? undefined : false });
+    err(`creating ${formatSize(size)} test file ${file} (random data)\n`);
+    try {
+      await createTestFile(file, size, { onProgress: bar.update });
+    } catch (e) {
+      fs.rmSync(file, { force: true });
+      throw e;
+    } finally {
+      bar.finish();
+    }
+  }
+  // A file the user named is theirs to keep, even one this run wrote.
+  return { file, size, created: args.file === undefined };
+}
+
+async function runMeasurements(args: BenchArgs, target: 'device' | 'host', file: string, created: boolean, size: number): Promise<number> {
+  const write = args.op === 'write';
+  if (target === 'host' && size > bufferConstants.MAX_LENGTH) {
+    err(`penstock bench: host buffers hold at most ${formatSize(bufferConstants.MAX_LENGTH)} in this Node.js; use a smaller --size\n`);
+    return 2;
+  }
+  const drops: DropResult[] = [];
+  const dropPolicy = args.dropCaches ? 'drop-caches' : 'auto';
+  if (args.cold) {
+    const probe = dropFilePages(file, dropPolicy);
+    if (!probe.dropped) {
+      err(`penstock bench: cannot make ${file} cold: ${describeDrop(probe)}\n`);
+      return 1;
+    }
+  }
+  const original = getConfig();
+  let dev: DeviceBuffer | undefined;
+  let host: Buffer | undefined;
+  let f: PenstockFile | undefined;
+  const results: BenchResult[] = [];
+  let route: FileRoute | undefined;
+  try {
+    // Allocation, and filling a write's source, happen before any timing starts.
+    if (target === 'device') {
+      dev = DeviceBuffer.alloc(size);
+      if (write) await fillDevice(dev);
+    } else {
+      host = Buffer.allocUnsafeSlow(size);
+      // Touch every page now, or the first timed repeat of a cold read would pay the page faults.
+      if (write) fillRandom(host);
+      else host.fill(0);
+    }
+    const memory = (dev ?? host)!;
+    f = await open(file, write ? 'w' : 'r');
+    const fd = f.fd;
+    const threadsList = args.threads ?? [original.threads];
+    const taskList = args.taskSizes ?? [original.taskSize];
+    const total = threadsList.length * taskList.length;
+    const runsEach = args.repeat + (args.cold ? 0 : 1);
+    printHeader(args, target, file, created, size);
+    let n = 0;
+    for (const threads of threadsList)
+      for (const taskSize of taskList) {
+        n++;
+        const label = `threads ${threads}, task ${formatSize(taskSize)}`;
+        const result: BenchResult = { threads, taskSize };
+        results.push(result);
+        let run = 0;
+        try {
+          configure({ threads, taskSize });
+          const m = await measure({
+            repeats: args.repeat,
+            warmup: !args.cold,
+            prepare: args.cold
+              ? () => {
+                  const d = dropFilePages(file, dropPolicy);
+                  drops.push(d);
+                  if (!d.dropped) throw new Error(`the file's pages could not be dropped: ${describeDrop(d)}`);
+                }
+              : undefined,
+            settle: write && !args.fsync ? () => fs.fsyncSync(fd) : undefined,
+            run: async () => {
+              run++;
+              const bar = new ProgressBar({ label: `[${n}/${total}] ${label} run ${run}/${runsEach}`, total: size, enabled: args.progress ? undefined : false });
+              const opts = { size, ...(args.progress && process.stderr.isTTY ? { onProgress: bar.update } : {}) };
+              try {
+                const moved = write ? await f!.write(memory, opts) : await f!.read(memory, opts);
+                if (args.fsync) fs.fsyncSync(fd);
+                if (moved !== size) throw new Error(`moved ${moved} bytes of ${size}`);
+                return moved;
+              } finally {
+                bar.finish();
+              }
+            },
+          });
+          Object.assign(result, {
+            medianGBps: m.medianGBps, minGBps: m.minGBps, maxGBps: m.maxGBps, cpuSecondsPerGB: m.cpuSecondsPerGB,
+            medianSeconds: m.medianSeconds, samples: m.samples, routes: m.routes,
+          });
+          err(`[${n}/${total}] ${label}: ${formatGBps(m.medianGBps)} GB/s (${describeRoutes(m.routes)})\n`);
+        } catch (e) {
+          result.error = (e as Error).message;
+          err(`[${n}/${total}] ${label}: failed: ${result.error}\n`);
+        }
+      }
+    if (target === 'device') route = f.route;
+  } finally {
+    await f?.close();
+    dev?.free();
+    configure({ threads: original.threads, taskSize: original.taskSize });
+  }
+  printTable(results);
+  if (route) out(`device route of this file: ${route.device}${route.reason ? ` (${route.reason.code}: ${route.reason.message})` : ''}\n`);
+  if (args.cold && drops.length) out(`cold: pages dropped before each repeat by ${describeDrop(drops[drops.length - 1]!)}\n`);
+  if (args.json) {
+    const report = {
+      tool: 'penstock bench',
+      date: new Date().toISOString(),
+      machine: machineInfo(),
+      gpu: target === 'device' ? deviceInfo(0) : null,
+      file: { path: file, created, size, fileSystem: fileSystemType(path.dirname(path.resolve(file))) },
+      target,
+      op: args.op,
+      state: args.cold ? 'cold' : 'warm',
+      coldMethod: args.cold && drops.length ? describeDrop(drops[drops.length - 1]!) : null,
+      fsyncTimed: args.fsync,
+      repeat: args.repeat,
+      settings: original,
+      deviceRoute: route ?? null,
+      results,
+    };
+    fs.writeFileSync(args.json, JSON.stringify(report, null, 2) + '\n');
+  }
+  return results.some((r) => r.error !== undefined) ? 1 : 0;
+}
+
+function printHeader(args: BenchArgs, target: string, file: string, created: boolean, size: number): void {
+  const what = args.op === 'read' ? `file → ${target} memory` : `${target} memory → file`;
+  const state = args.op === 'write' ? (args.fsync ? 'fsync timed' : 'page cache; fsync after each repeat, untimed') : args.cold ? 'cold' : 'warm';
+  out(`penstock bench: ${what}, ${formatSize(size)} per transfer, ${state}, ${args.repeat} repeats\n`);
+  out(`file: ${file}${created ? ' (created for this run)' : ''} on ${fileSystemType(path.dirname(path.resolve(file)))}\n`);
+}
+
+function printTable(results: BenchResult[]): void {
+  const rows = results.map((r) =>
+    r.error !== undefined
+      ? [String(r.threads), formatSize(r.taskSize), 'failed', '', '', '', '', r.error]
+      : [
+          String(r.threads), formatSize(r.taskSize), formatGBps(r.medianGBps), formatGBps(r.minGBps), formatGBps(r.maxGBps),
+          formatSeconds(r.medianSeconds), formatCpu(r.cpuSecondsPerGB), describeRoutes(r.routes),
+        ],
+  );
+  out('\n' + textTable(['threads', 'task', 'GB/s median', 'min', 'max', 'time', 'CPU s/GB', 'route'], rows, ['right', 'right', 'right', 'right', 'right', 'right', 'right', 'left']));
+}

@@ -1,0 +1,96 @@
+/**
+ * cuFile's configuration file: JSON that allows comments. Only the keys that change which route
+ * a file takes, or where the evidence goes, are picked out.
+ */
+import type { SysRoot } from './sysfs.js';
+
+/**
+ * Removes `//` and `/* *\/` comments outside strings. A naive pattern would also cut URLs and
+ * paths such as "//mnt/logs" inside string values, so strings are skipped as whole tokens.
+ */
+export function stripJsonComments(text: string): string {
+  let out = '';
+  let i = 0;
+  while (i < text.length) {
+    const c = text[i]!;
+    if (c === '"') {
+      let j = i + 1;
+      while (j < text.length && text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
+      out += text.slice(i, j + 1);
+      i = j + 1;
+    } else if (c === '/' && text[i + 1] === '/') {
+      while (i < text.length && text[i] !== '\n') i++;
+    } else if (c === '/' && text[i + 1] === '*') {
+      const end = text.indexOf('*/', i + 2);
+      // Keep line breaks so that JSON.parse positions still point at the right line.
+      const body = end < 0 ? text.slice(i) : text.slice(i, end + 2);
+      out += body.replace(/[^\n]/g, ' ');
+      i = end < 0 ? text.length : end + 2;
+    } else {
+      out += c;
+      i++;
+    }
+  }
+  return out;
+}
+
+export interface CuFileConfig {
+  /** The file in effect. */
+  path: string;
+  /** Where the path came from. */
+  source: 'CUFILE_ENV_PATH_JSON' | 'default';
+  found: boolean;
+  /** Set when the file exists but is not valid JSON (after comments). */
+  error?: string;
+  allowCompatMode?: boolean;
+  forceCompatMode?: boolean;
+  usePciP2pdma?: boolean;
+  loggingLevel?: string;
+  loggingDir?: string;
+  cufileStats?: number;
+}
+
+function pick(obj: unknown, ...keys: string[]): unknown {
+  let cur = obj;
+  for (const k of keys) {
+    if (cur === null || typeof cur !== 'object') return undefined;
+    cur = (cur as Record<string, unknown>)[k];
+  }
+  return cur;
+}
+
+const bool = (v: unknown) => (typeof v === 'boolean' ? v : undefined);
+const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
+const num = (v: unknown) => (typeof v === 'number' ? v : undefined);
+
+export function readCuFileConfig(root: SysRoot, env: NodeJS.ProcessEnv): CuFileConfig {
+  const override = env.CUFILE_ENV_PATH_JSON;
+  const file = override ? override : '/etc/cufile.json';
+  const cfg: CuFileConfig = { path: file, source: override ? 'CUFILE_ENV_PATH_JSON' : 'default', found: false };
+  const text = root.text(file);
+  if (text === undefined) return cfg;
+  cfg.found = true;
+  let json: unknown;
+  try {
+    json = JSON.parse(stripJsonComments(text));
+  } catch (err) {
+    cfg.error = (err as Error).message;
+    return cfg;
+  }
+  cfg.allowCompatMode = bool(pick(json, 'properties', 'allow_compat_mode'));
+  cfg.forceCompatMode = bool(pick(json, 'properties', 'force_compat_mode'));
+  cfg.usePciP2pdma = bool(pick(json, 'properties', 'use_pci_p2pdma'));
+  cfg.loggingLevel = str(pick(json, 'logging', 'level'));
+  cfg.loggingDir = str(pick(json, 'logging', 'dir'));
+  cfg.cufileStats = num(pick(json, 'profile', 'cufile_stats'));
+  return cfg;
+}
+
+/** A cuFile boolean environment variable: undefined when unset or not a boolean. */
+export function envFlag(env: NodeJS.ProcessEnv, name: string): boolean | undefined {
+  const v = env[name];
+  if (v === undefined || v === '') return undefined;
+  if (/^(1|true|yes|on)$/i.test(v)) return true;
+  if (/^(0|false|no|off)$/i.test(v)) return false;
+  return undefined;
+}

@@ -1,0 +1,44 @@
+/**
+ * The report for people: grouped checks with ✓ ✗ ! · marks, the fix under each check that has
+ * one, and a verdict per path.
+ */
+import type { Check, CheckStatus, DoctorReport, PathReport } from './types.js';
+
+const MARKS: Record<CheckStatus, string> = { pass: '✓', fail: '✗', warn: '!', info: '·' };
+const COLOURS: Record<CheckStatus, string> = { pass: '32', fail: '31', warn: '33', info: '2' };
+const TITLE_WIDTH = 20;
+
+export interface RenderOptions {
+  colour: boolean;
+}
+
+export function render(report: DoctorReport, options: RenderOptions): string {
+  const paint = (code: string, s: string) => (options.colour ? `\x1b[${code}m${s}\x1b[0m` : s);
+  const bold = (s: string) => paint('1', s);
+  const lines: string[] = [];
+  const check = (c: Check) => {
+    lines.push(`  ${paint(COLOURS[c.status], MARKS[c.status])} ${c.title.padEnd(TITLE_WIDTH)}${c.summary}`);
+    if (c.fix && c.status !== 'pass') lines.push(`    ${' '.repeat(TITLE_WIDTH)}→ ${c.fix}`);
+  };
+  lines.push(bold('penstock doctor') + (report.root !== '/' ? ` (recorded root ${report.root})` : ''));
+  lines.push('', bold('Platform'));
+  report.platform.forEach(check);
+  for (const p of report.paths) {
+    lines.push('', bold(p.path === p.resolved ? p.path : `${p.path} (${p.resolved})`));
+    p.checks.filter((c) => c.id !== 'path.route').forEach(check);
+    lines.push(...verdictBlock(p, paint));
+  }
+  lines.push('');
+  return lines.join('\n');
+}
+
+function verdictBlock(p: PathReport, paint: (code: string, s: string) => string): string[] {
+  const direct = p.verdict.startsWith('gds');
+  const out = [`  ${paint(direct ? '32;1' : '33;1', 'Verdict:')} ${p.verdict}`];
+  const { blockers, warnings } = p.prediction;
+  if (blockers.length > 1 || warnings.length) {
+    for (const b of blockers) out.push(`    ${paint(COLOURS.fail, MARKS.fail)} ${b.message}`);
+    for (const w of warnings) out.push(`    ${paint(COLOURS.warn, MARKS.warn)} ${w.message}`);
+  }
+  return out;
+}

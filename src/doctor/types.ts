@@ -1,0 +1,165 @@
+/**
+ * The doctor's report: the shape `diagnose()` returns and `penstock doctor --json` prints.
+ * Check ids and field names are stable; new checks and fields may be added.
+ */
+import type { CompatMode } from '../config.js';
+import type { CudaStatus, CuFileStatus, NativeDeviceInfo } from '../binding.js';
+import type { Route, RouteCounters } from '../stats.js';
+
+/** `pass` ✓, `fail` ✗ (stands in the way), `warn` ! (works, but worse or unverified), `info` · (a fact). */
+export type CheckStatus = 'pass' | 'fail' | 'warn' | 'info';
+
+export interface Check {
+  /** Stable id, e.g. `platform.nvidia_fs` or `path.udev` (docs/doctor.md lists them). */
+  id: string;
+  status: CheckStatus;
+  /** A short label for people. */
+  title: string;
+  /** What was found, in one line. */
+  summary: string;
+  /** What to do about it, when something should change. */
+  fix?: string;
+  /** The facts behind the summary, for scripts. */
+  data?: Record<string, unknown>;
+}
+
+/** A reason, with a stable code for scripts and a sentence that says what to do. */
+export interface Finding {
+  code: string;
+  message: string;
+  /** The check that shows the underlying fact. */
+  check?: string;
+}
+
+/**
+ * The route device reads of a file would take: `gds` (direct DMA), `cufile-compat` (cuFile
+ * accepts the file and stages it itself), `posix-device` (penstock's staged path), or
+ * `posix-host` (no usable GPU: only host reads are possible).
+ */
+export type PredictedRoute = 'gds' | 'cufile-compat' | 'posix-device' | 'posix-host';
+
+export interface Prediction {
+  route: PredictedRoute;
+  /** Everything that keeps this file off the direct path, each with what to do. */
+  blockers: Finding[];
+  /** Things that do not block the direct path but slow it or leave it unverified. */
+  warnings: Finding[];
+}
+
+/** Starts the probe process's result line on its stdout (anything else there is ignored). */
+export const PROBE_MARK = 'penstock-probe-result ';
+
+/** What `--probe` measured for one path. */
+export interface ProbeResult {
+  /**
+   * `measured`: a read ran and its route is known; `skipped`: nothing to measure (no GPU, a
+   * recorded root); `failed`: the probe reported an error; `crashed`: it died of a signal or
+   * exited without a result; `timeout`: it was killed for taking too long.
+   */
+  status: 'measured' | 'skipped' | 'failed' | 'crashed' | 'timeout';
+  message: string;
+  /** The route that carried most of the bytes. */
+  route?: Route;
+  /** Per-route counters of the measured read (routes that moved nothing left out). */
+  routes?: Partial<Record<Route, RouteCounters>>;
+  /** The file's recorded route reason, when penstock fell back. */
+  reason?: { code: string; message: string; cufileCode?: string; cufileNumber?: number };
+  bytes?: number;
+  seconds?: number;
+  /** Whether the measurement matches the prediction (absent when nothing was measured). */
+  agrees?: boolean;
+  signal?: string;
+  exitCode?: number;
+  /** The last lines cuFile logged during the probe, where its log could be found. */
+  cufileLog?: string[];
+}
+
+export interface PathReport {
+  /** The path as given. */
+  path: string;
+  /** The absolute path that was examined. */
+  resolved: string;
+  checks: Check[];
+  prediction: Prediction;
+  probe?: ProbeResult;
+  /** One line: the route and the first thing to do about it. */
+  verdict: string;
+}
+
+export interface DoctorReport {
+  /** Version of this report's layout. */
+  schema: 1;
+  /** The directory read as `/` (`/` on a live system). */
+  root: string;
+  generatedAt: string;
+  platform: Check[];
+  paths: PathReport[];
+  /** Whether every path gets (or, when probed, got) the direct path. */
+  allDirect: boolean;
+}
+
+/**
+ * The CUDA and cuFile facts the doctor works from. The live ones come from penstock's runtime;
+ * tests and tools can state them instead (say, "driver present, cuFile 1.15, nvidia-fs 2.17").
+ */
+export interface PlatformFacts {
+  cuda: CudaStatus;
+  gpus: NativeDeviceInfo[];
+  cufile: CuFileStatus;
+  /** Set when penstock's native addon could not be loaded at all. */
+  addonError?: string;
+}
+
+export interface DiagnoseOptions {
+  /** Run a real read of each path in a child process and report the measured route. */
+  probe?: boolean;
+  /** The directory read as `/` (default `/`). */
+  root?: string;
+  /** The environment whose CUFILE_* and PENSTOCK_* variables are in effect (default process.env). */
+  env?: NodeJS.ProcessEnv;
+  /** CUDA and cuFile facts to use instead of asking the runtime. */
+  facts?: PlatformFacts;
+  /** Bytes the probe reads from each file (default 4 MiB). */
+  probeBytes?: number;
+  /** Milliseconds before a probe is killed (default 60 000). */
+  probeTimeoutMs?: number;
+  /** The probe's script (default penstock's own); a different one is for testing the doctor. */
+  probeScript?: string;
+}
+
+/** What the platform checks established, for the per-path predictions. */
+export interface PlatformState {
+  cudaUsable: boolean;
+  cudaProblem?: string;
+  driverVersion?: number;
+  gpus: GpuState[];
+  cufileUsable: boolean;
+  cufileProblem?: Finding;
+  /** nvidia-fs loaded (procfs or the driver's properties say so). */
+  nvfsLoaded: boolean;
+  /** /dev/nvidia-fs* nodes visible. */
+  nvfsDevices: number;
+  /** Back ends the cuFile driver reports, when it was opened. */
+  backends?: string[];
+  compatAllowed: boolean;
+  /** Where compat mode is forced, when it is. */
+  forceCompat?: string;
+  p2pdma: 'available' | 'absent' | 'unknown';
+  usePciP2pdma: boolean;
+  penstockCompatMode: CompatMode;
+  /** /run/udev/data exists. */
+  udevDatabase: boolean;
+  container: string[];
+  vm: string[];
+  iommu: 'off' | 'on' | 'passthrough' | 'unknown';
+}
+
+export interface GpuState {
+  ordinal: number;
+  name: string;
+  pciBusId: string;
+  /** The GPU's device directory under /sys/devices, when found. */
+  sysPath?: string;
+  bar1Bytes?: number;
+  numaNode?: number;
+}
