@@ -143,25 +143,30 @@ export async function runBenchCli(argv: string[]): Promise<number> {
     err(`penstock bench: no GPU: use --target host (${cudaUnavailableReason() ?? 'no usable GPU'})\n`);
     return 1;
   }
-  let file: string;
-  let created = false;
-  let size: number;
+  let plan: FilePlan;
   try {
-    ({ file, size, created } = await prepareFile(args));
+    plan = planFile(args);
   } catch (e) {
     if (!(e instanceof ArgError)) throw e;
     err(`penstock bench: ${e.message}\n`);
     return 2;
   }
+  const { file, size, created } = plan;
+  if (target === 'host' && size > bufferConstants.MAX_LENGTH) {
+    err(`penstock bench: host buffers hold at most ${formatSize(bufferConstants.MAX_LENGTH)} in this Node.js; use a smaller --size\n`);
+    return 2;
+  }
   const removeCreated = () => {
     if (created) fs.rmSync(file, { force: true });
   };
+  // Installed before the file exists, so an interrupted creation leaves nothing behind either.
   const onSignal = () => {
     removeCreated();
     process.exit(130);
   };
   process.once('SIGINT', onSignal);
   try {
+    if (plan.fill) await fillTestFile(file, size, args.progress);
     return await runMeasurements(args, target, file, created, size);
   } finally {
     process.removeListener('SIGINT', onSignal);
@@ -169,7 +174,26 @@ export async function runBenchCli(argv: string[]): Promise<number> {
   }
 }
 
-async function prepareFile(args: BenchArgs): Promise<{ file: string; size: number; created: boolean }> {
+interface FilePlan {
+  file: string;
+  size: number;
+  /** Whether this run chose the name, and so removes the file at the end. */
+  created: boolean;
+  /** Whether random data must be written before reads. */
+  fill: boolean;
+}
+
+async function fillTestFile(file: string, size: number, progress: boolean): Promise<void> {
+  const bar = new ProgressBar({ label: 'creating test file', total: size, enabled: progress ? undefined : false });
+  err(`creating ${formatSize(size)} test file ${file} (random data)\n`);
+  try {
+    await createTestFile(file, size, { onProgress: bar.update });
+  } finally {
+    bar.finish();
+  }
+}
+
+function planFile(args: BenchArgs): FilePlan {
   if (args.op === 'read' && args.file !== undefined) {
     let st: fs.Stats;
     try {
@@ -181,7 +205,7 @@ async function prepareFile(args: BenchArgs): Promise<{ file: string; size: numbe
     const size = args.size ?? st.size;
     if (size === 0) throw new ArgError(`${args.file} is empty`);
     if (size > st.size) throw new ArgError(`${args.file} holds ${st.size} bytes; --size asks for ${size}`);
-    return { file: args.file, size, created: false };
+    return { file: args.file, size, created: false, fill: false };
   }
   const size = args.size ?? DEFAULT_SIZE;
   let file: string;
@@ -196,28 +220,12 @@ async function prepareFile(args: BenchArgs): Promise<{ file: string; size: numbe
   const free = freeBytes(path.dirname(path.resolve(file)));
   if (free !== undefined && free < size + 64 * 1024 * 1024)
     throw new ArgError(`not enough free space for a ${formatSize(size)} file in ${path.dirname(path.resolve(file))} (${formatSize(free)} free)`);
-  if (args.op === 'read') {
-    const bar = new ProgressBar({ label: 'creating test file', total: size, enabled: args.progress ? undefined : false });
-    err(`creating ${formatSize(size)} test file ${file} (random data)\n`);
-    try {
-      await createTestFile(file, size, { onProgress: bar.update });
-    } catch (e) {
-      fs.rmSync(file, { force: true });
-      throw e;
-    } finally {
-      bar.finish();
-    }
-  }
   // A file the user named is theirs to keep, even one this run wrote.
-  return { file, size, created: args.file === undefined };
+  return { file, size, created: args.file === undefined, fill: args.op === 'read' };
 }
 
 async function runMeasurements(args: BenchArgs, target: 'device' | 'host', file: string, created: boolean, size: number): Promise<number> {
   const write = args.op === 'write';
-  if (target === 'host' && size > bufferConstants.MAX_LENGTH) {
-    err(`penstock bench: host buffers hold at most ${formatSize(bufferConstants.MAX_LENGTH)} in this Node.js; use a smaller --size\n`);
-    return 2;
-  }
   const drops: DropResult[] = [];
   const dropPolicy = args.dropCaches ? 'drop-caches' : 'auto';
   if (args.cold) {

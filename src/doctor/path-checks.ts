@@ -102,6 +102,7 @@ export function pathChecks(p: PlatformState, f: PathFacts, prediction: Predictio
   if (pc) {
     const unreadable = pc.acs.filter((a) => a.state === 'unreadable');
     const redirect = pc.acs.filter((a) => a.state === 'redirect');
+    const noCap = pc.acs.filter((a) => a.state === 'no-capability').map((a) => a.bridge);
     checks.push({
       id: 'path.acs',
       status: redirect.length ? 'warn' : unreadable.length ? 'info' : 'pass',
@@ -112,7 +113,7 @@ export function pathChecks(p: PlatformState, f: PathFacts, prediction: Predictio
           ? `redirect on ${redirect.map((a) => a.bridge).join(', ')}`
           : unreadable.length
             ? `config space of ${unreadable.map((a) => a.bridge).join(', ')} not readable beyond 64 bytes (run as root to see ACS)`
-            : `off on ${pc.acs.map((a) => a.bridge).join(', ')}`,
+            : `off on ${pc.acs.filter((a) => a.state === 'off').map((a) => a.bridge).join(', ') || 'none'}${noCap.length ? ` (no ACS capability: ${noCap.join(', ')})` : ''}`,
       data: { bridges: pc.acs },
     });
   }

@@ -156,6 +156,7 @@ export interface PathFacts {
   pcie?: { gpu: number; relation: PcieRelation; bridges: string[]; acs: AcsState[]; others: { gpu: number; relation: PcieRelation }[] };
 }
 
+/** The kernel's dev_t split: the major and minor numbers are each stored in two pieces. */
 function majminOf(dev: bigint): string {
   const major = ((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn);
   const minor = (dev & 0xffn) | ((dev >> 12n) & ~0xffn);
@@ -230,7 +231,7 @@ export function inspectPath(root: SysRoot, abs: string, gpus: GpuState[]): PathF
   }
 
   if (root.live && type === 'file') facts.oDirect = tryODirect(examined);
-  else facts.oDirect = { state: 'untested', why: root.live ? 'a directory: O_DIRECT is checked on files' : 'recorded root: no real open' };
+  else facts.oDirect = { state: 'untested', why: !root.live ? 'recorded root: no real open' : type === 'directory' ? 'a directory: O_DIRECT is checked on files' : 'not a regular file' };
 
   // Only a local NVMe drive can talk to the GPU directly, so only its place in the tree matters.
   const drive = facts.block ? leaves(facts.block).find((d) => d.pci && d.kind === 'nvme') : undefined;

@@ -3,7 +3,7 @@
  * environment, udev, IOMMU, and whether this is a container or a VM.
  */
 import zlib from 'node:zlib';
-import { fromEnvironment, type CompatMode } from '../config.js';
+import { formatSize, fromEnvironment, type CompatMode } from '../config.js';
 import { cudaUnavailableReason } from '../runtime.js';
 import { envFlag, readCuFileConfig, type CuFileConfig } from './cufile-json.js';
 import { bar1Bytes, locate, normalizeBdf, pciDevicePath } from './pci.js';
@@ -23,17 +23,6 @@ export function decodeBackends(dstatusflags: number): string[] {
 /** 12080 → "12.8" (the CUDA driver's encoding: 1000·major + 10·minor; cuFile's is the same). */
 export function formatVersion(v: number): string {
   return `${Math.floor(v / 1000)}.${Math.floor((v % 1000) / 10)}`;
-}
-
-export function formatBytes(n: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let i = 0;
-  let v = n;
-  while (v >= 1024 && i < units.length - 1) {
-    v /= 1024;
-    i++;
-  }
-  return `${Number.isInteger(v) ? v : v.toFixed(1)} ${units[i]}`;
 }
 
 export function kernelRelease(root: SysRoot): string | undefined {
@@ -75,7 +64,7 @@ export function inspectPlatform(root: SysRoot, facts: PlatformFacts, env: NodeJS
     summary: cudaProblem
       ? `not usable: ${cudaProblem}`
       : `${cuda.resolvedPath ?? cuda.path}, CUDA ${formatVersion(driverVersion ?? 0)} (${driverVersion}), ${cuda.deviceCount} GPU(s)`,
-    ...(cudaProblem ? { fix: 'install the NVIDIA driver (libcuda.so.1), or point PENSTOCK_CUDA_LIBRARY at it; without it only host reads are possible' } : {}),
+    ...(cudaProblem ? { fix: cudaAdvice(facts) } : {}),
     data: { path: cuda.path, resolvedPath: cuda.resolvedPath, loaded: cuda.loaded, initialized: cuda.initialized, driverVersion, deviceCount: cuda.deviceCount ?? 0, error: cudaProblem },
   });
 
@@ -95,7 +84,7 @@ export function inspectPlatform(root: SysRoot, facts: PlatformFacts, env: NodeJS
     status: cudaProblem ? 'fail' : geforce.length ? 'warn' : 'pass',
     title: 'GPUs',
     summary: gpus.length
-      ? gpus.map((g) => `GPU ${g.ordinal}: ${g.name}, ${formatBytes(facts.gpus.find((x) => x.ordinal === g.ordinal)!.totalMemory)}, PCI ${g.pciBusId}`).join('; ')
+      ? gpus.map((g) => `GPU ${g.ordinal}: ${g.name}, ${formatSize(facts.gpus.find((x) => x.ordinal === g.ordinal)!.totalMemory)}, PCI ${g.pciBusId}`).join('; ')
       : 'none usable',
     ...(geforce.length ? { fix: 'GeForce GPUs get no direct path from cuFile: use a data-centre or workstation GPU for GPUDirect Storage' } : {}),
     data: { gpus: facts.gpus.map((g, i) => ({ ...g, bar1Bytes: gpus[i]!.bar1Bytes, sysPath: gpus[i]!.sysPath, numaNode: gpus[i]!.numaNode })) },
@@ -109,7 +98,7 @@ export function inspectPlatform(root: SysRoot, facts: PlatformFacts, env: NodeJS
       title: 'GPU BAR1',
       summary: known.length === 0
         ? 'not shown by sysfs (no resource file for the GPU)'
-        : gpus.map((g) => `GPU ${g.ordinal}: ${g.bar1Bytes !== undefined ? formatBytes(g.bar1Bytes) : 'unknown'}`).join('; '),
+        : gpus.map((g) => `GPU ${g.ordinal}: ${g.bar1Bytes !== undefined ? formatSize(g.bar1Bytes) : 'unknown'}`).join('; '),
       ...(small.length ? { fix: 'a small BAR1 limits how much GPU memory the direct path can target at once; data-centre GPUs expose a large BAR1 (enable resizable BAR where offered)' } : {}),
       data: { gpus: gpus.map((g) => ({ ordinal: g.ordinal, bar1Bytes: g.bar1Bytes })) },
     });
@@ -225,7 +214,7 @@ export function inspectPlatform(root: SysRoot, facts: PlatformFacts, env: NodeJS
 
   const state: PlatformState = {
     cudaUsable: !cudaProblem,
-    ...(cudaProblem ? { cudaProblem } : {}),
+    ...(cudaProblem ? { cudaProblem, cudaFix: cudaAdvice(facts) } : {}),
     ...(driverVersion !== undefined ? { driverVersion } : {}),
     gpus: cudaProblem ? [] : gpus,
     cufileUsable: !cufileProblem,
@@ -244,6 +233,14 @@ export function inspectPlatform(root: SysRoot, facts: PlatformFacts, env: NodeJS
     iommu: iommu.state,
   };
   return { checks, state };
+}
+
+/** What to do when device memory cannot be used, by how far the CUDA driver got. */
+function cudaAdvice(facts: PlatformFacts): string {
+  if (facts.addonError) return "rebuild penstock's native addon (npm rebuild penstock)";
+  if (!facts.cuda.loaded) return 'install the NVIDIA driver (libcuda.so.1), or point PENSTOCK_CUDA_LIBRARY at it';
+  if (!facts.cuda.initialized) return 'make the driver usable (nvidia-smi shows why cuInit fails: a kernel module mismatch, missing /dev/nvidia* nodes)';
+  return 'make a GPU visible to this process (pass the GPUs into the container; check CUDA_VISIBLE_DEVICES)';
 }
 
 /** What to do when there is no udev database (cuFile reads a device's file-system type from it). */

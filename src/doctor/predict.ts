@@ -37,22 +37,27 @@ function refusals(p: PlatformState, f: PathFacts): Finding[] {
   return out;
 }
 
+/**
+ * Whether the open cuFile driver leaves out a back end. An empty list says only that there is no
+ * kernel path at all, which NO_NVIDIA_FS already reports.
+ */
+const lacks = (p: PlatformState, backend: string) => !!p.backends?.length && !p.backends.includes(backend);
+
 function driveObstacles(p: PlatformState, dev: BlockDevice): Finding[] {
-  const has = (b: string) => !p.backends || p.backends.includes(b);
   const check = 'path.block_device';
   switch (dev.kind) {
     case 'nvme':
-      return has('NVME') || has('NVME_P2P')
+      return !(lacks(p, 'NVME') && lacks(p, 'NVME_P2P'))
         ? []
         : [{ code: 'NVME_NOT_SUPPORTED', check, message: 'the cuFile driver reports no NVMe support: install the nvidia-fs module that matches this kernel and NVMe driver' }];
     case 'nvme-of':
-      return has('NVMEOF') ? [] : [{ code: 'NVMEOF_NOT_SUPPORTED', check, message: 'the cuFile driver reports no NVMe-oF support: install nvidia-fs with NVMe-oF (RDMA) support' }];
+      return !lacks(p, 'NVMEOF') ? [] : [{ code: 'NVMEOF_NOT_SUPPORTED', check, message: 'the cuFile driver reports no NVMe-oF support: install nvidia-fs with NVMe-oF (RDMA) support' }];
     case 'virtio':
       return [{ code: 'VIRTIO_DISK', check, message: `this disk is virtio, not NVMe (${dev.name}): no direct path in this VM; pass an NVMe drive through to the VM for GPUDirect Storage` }];
     case 'loop':
       return [{ code: 'LOOP_DEVICE', check, message: `the file system sits on a loop device (${dev.name}), which is backed by a file: no direct path; put the data on an NVMe file system` }];
     case 'scsi':
-      return has('SCSI') && p.backends
+      return p.backends?.includes('SCSI')
         ? []
         : [{ code: 'SCSI_DISK', check, message: `${dev.name} is a SCSI/SATA disk, not NVMe: no direct path; put the data on an NVMe drive` }];
     case 'md': {
@@ -106,10 +111,10 @@ function directObstacles(p: PlatformState, f: PathFacts): Finding[] {
   } else if (fsType === 'nfs' || fsType === 'nfs4') {
     if (!m.options.some((o) => o === 'rdma' || o === 'proto=rdma'))
       out.push({ code: 'NFS_WITHOUT_RDMA', check: 'path.fs.supported', message: `NFS needs RDMA for the direct path: mount ${m.mountPoint} with proto=rdma` });
-    else if (p.backends && !p.backends.includes('NFS'))
+    else if (lacks(p, 'NFS'))
       out.push({ code: 'NFS_NOT_SUPPORTED', check: 'path.fs.supported', message: 'the cuFile driver reports no NFS support: install nvidia-fs built with RDMA (MOFED) support' });
   } else if (DISTRIBUTED[fsType]) {
-    if (p.backends && !p.backends.includes(DISTRIBUTED[fsType]!))
+    if (lacks(p, DISTRIBUTED[fsType]!))
       out.push({ code: 'FS_BACKEND_MISSING', check: 'path.fs.supported', message: `the cuFile driver reports no ${fsType} support: install the ${fsType} client with GPUDirect Storage support` });
   } else {
     out.push({ code: 'FS_NOT_SUPPORTED', check: 'path.fs.supported', message: `${fsType} is not supported by cuFile: only compat mode; put the data on ext4 or XFS on NVMe` });
@@ -148,7 +153,7 @@ export function predict(p: PlatformState, f: PathFacts): Prediction {
     const noCuda: Finding = {
       code: 'NO_CUDA',
       check: 'platform.cuda.driver',
-      message: `install the NVIDIA driver to read into GPU memory; now: ${p.cudaProblem ?? 'no CUDA driver'}`,
+      message: `${p.cudaFix ?? 'install the NVIDIA driver'} to read into GPU memory; now: ${p.cudaProblem ?? 'no CUDA driver'}`,
     };
     return { route: 'posix-host', blockers: [noCuda, ...refused, ...direct], warnings: [] };
   }

@@ -2,10 +2,11 @@
  * `--probe`: runs the probe script in a child process per path and turns whatever happens to
  * it (a result, an error, a crash, a hang) into a finding. The doctor itself never dies of it.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { PROBE_MARK, type Check, type Prediction, type ProbeResult } from './types.js';
 
@@ -50,7 +51,7 @@ export function runProbe(file: string, directory: boolean, settings: ProbeSettin
       fs.rmSync(cwd, { recursive: true, force: true });
       resolve(log ? { ...r, cufileLog: log } : r);
     };
-    let child;
+    let child: ChildProcessByStdio<null, Readable, Readable>;
     try {
       child = spawn(process.execPath, [settings.script ?? defaultProbeScript(), input], { cwd, env: settings.env, stdio: ['ignore', 'pipe', 'pipe'] });
     } catch (err) {

@@ -131,6 +131,8 @@ export interface DiagnoseOptions {
 export interface PlatformState {
   cudaUsable: boolean;
   cudaProblem?: string;
+  /** What to do about it. */
+  cudaFix?: string;
   driverVersion?: number;
   gpus: GpuState[];
   cufileUsable: boolean;

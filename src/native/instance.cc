@@ -50,12 +50,17 @@ void Instance::TasksDrained(const std::shared_ptr<Operation>& op) {
 void Instance::Deliver(Napi::Env env, Napi::Function, std::nullptr_t*, Event* event) {
   std::unique_ptr<Event> ev(event);
   if (env == nullptr) return;  // the environment is being torn down
-  Napi::HandleScope scope(env);
-  if (ev->done) {
-    ev->op->Settle(env);
-    Get(env)->Finish(env, ev->op);
-  } else {
-    ev->op->DeliverProgress(env);
+  try {
+    Napi::HandleScope scope(env);
+    if (ev->done) {
+      ev->op->Settle(env);
+      Get(env)->Finish(env, ev->op);
+    } else {
+      ev->op->DeliverProgress(env);
+    }
+  } catch (const Napi::Error&) {
+    // A terminating worker refuses to run JS (resolving a Promise fails there). Nothing can be
+    // reported to an environment that is going away, and throwing out of here would abort.
   }
 }
 
