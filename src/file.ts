@@ -11,7 +11,7 @@ import { AbortError, fromNative, usage } from './errors.js';
 import { hostRegion, isHostMemory, type HostMemory } from './host-memory.js';
 import { FileRouting, type FileRoute, type RouteReason } from './routing.js';
 import { anyDevicePrepared, cufileEvidence, currentSettings, ensurePool, prepareDevice } from './runtime.js';
-import { classifyCuFile, globalStats, StatsBook, type Route, type StatsSnapshot } from './stats.js';
+import { classifyCuFile, globalStats, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
 import { checkLength, checkRange, describe } from './validate.js';
 
 const openAsync = promisify(fs.open);
@@ -129,12 +129,17 @@ export class PenstockFile {
    * fewer than asked only at end of file; bytes of the target past that are left untouched.
    */
   read(target: Memory, options: ReadOptions = {}): Promise<number> {
+    return this.#transfer(false, target, options.targetOffset ?? 0, options).then((r) => r.bytes);
+  }
+
+  /** @internal A read that also reports the route record of this one operation. */
+  readRecorded(target: Memory, options: ReadOptions = {}): Promise<OpRecord> {
     return this.#transfer(false, target, options.targetOffset ?? 0, options);
   }
 
   /** Writes `source` (GPU or host memory) to the file. Resolves to the bytes written. */
   write(source: Memory, options: WriteOptions = {}): Promise<number> {
-    return this.#transfer(true, source, options.sourceOffset ?? 0, options);
+    return this.#transfer(true, source, options.sourceOffset ?? 0, options).then((r) => r.bytes);
   }
 
   /** Closes the file after the operations in flight settle. Idempotent. */
@@ -159,8 +164,8 @@ export class PenstockFile {
     if (this.#closing) throw usage('ERR_PENSTOCK_FILE_CLOSED', `The file ${this.path} is closed`);
   }
 
-  #transfer(write: boolean, memory: Memory, memOffset: number, options: TransferOptions): Promise<number> {
-    let started: Promise<number>;
+  #transfer(write: boolean, memory: Memory, memOffset: number, options: TransferOptions): Promise<OpRecord> {
+    let started: Promise<OpRecord>;
     try {
       started = this.#start(write, memory, memOffset, options);
     } catch (err) {
@@ -172,7 +177,7 @@ export class PenstockFile {
     return started;
   }
 
-  #start(write: boolean, memory: Memory, memOffset: number, options: TransferOptions): Promise<number> {
+  #start(write: boolean, memory: Memory, memOffset: number, options: TransferOptions): Promise<OpRecord> {
     this.#assertOpen();
     const mode = FLAG_TABLE[this.flags];
     if (write && !mode.write) throw usage('ERR_PENSTOCK_NOT_WRITABLE', `The file ${this.path} was opened '${this.flags}' (read-only)`);
@@ -246,8 +251,8 @@ export class PenstockFile {
     spec: NativeOpSpec,
     signal: AbortSignal | undefined,
     onProgress: ((n: number) => void) | undefined,
-    record: (r: NativeOpResult | undefined, failed: boolean) => { route: Route; device?: number; tasks: number; bytes: number; busyNs: number; failed: boolean },
-  ): Promise<number> {
+    record: (r: NativeOpResult | undefined, failed: boolean) => OpRecord,
+  ): Promise<OpRecord> {
     if (onProgress) {
       spec.progress = (n: number) => {
         try {
@@ -273,7 +278,7 @@ export class PenstockFile {
       const rec = record(r, false);
       this.#stats.record(rec);
       globalStats.record(rec);
-      return r.bytes;
+      return rec;
     } catch (err) {
       const rec = record(undefined, true);
       this.#stats.record(rec);
