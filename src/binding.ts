@@ -133,7 +133,7 @@ export interface NativeAddon {
   cudaStatus(): CudaStatus;
   deviceInfo(ordinal: number): NativeDeviceInfo;
   /** Retains the primary context and allocates bounce buffers for the current pool size. */
-  devicePrepare(ordinal: number, bounceBytes: number): void;
+  devicePrepare(ordinal: number, bounceBytes: number, numaNode: number): void;
   deviceAlloc(ordinal: number, size: number): bigint;
   deviceFree(ordinal: number, ptr: bigint): void;
   /** Owning device, base and size of a device allocation, or throws for a non-device pointer. */

@@ -3,6 +3,7 @@
  * I/O pool, and per-GPU preparation. Everything that decides *whether* something can run lives
  * here in TypeScript; native code only does what it is told.
  */
+import fs from 'node:fs';
 import { native, type CudaStatus, type CuFileStatus, type CuFileGpuCounters, type NativeDeviceInfo } from './binding.js';
 import { defaults, fromEnvironment, validate, type Settings } from './config.js';
 import { fromNative, usage, PenstockError } from './errors.js';
@@ -110,11 +111,22 @@ export function prepareDevice(ordinal: number): void {
   const key = `${poolThreads}/${s.bounceBufferSize}`;
   if (prepared.get(ordinal) === key) return;
   checkDevice(ordinal);
-  call(() => native().devicePrepare(ordinal, s.bounceBufferSize));
+  call(() => native().devicePrepare(ordinal, s.bounceBufferSize, gpuNumaNode(ordinal)));
   prepared.set(ordinal, key);
   // cuFile's driver open costs a few hundred milliseconds: pay it with the device's setup,
   // not inside somebody's first read.
   if (s.compatMode !== 'on') cufileStatus();
+}
+
+/** The NUMA node sysfs gives for a GPU's PCI device, or -1 (no NUMA, or not known). */
+export function gpuNumaNode(ordinal: number): number {
+  try {
+    const bus = native().deviceInfo(ordinal).pciBusId.toLowerCase();
+    const n = Number(fs.readFileSync(`/sys/bus/pci/devices/${bus}/numa_node`, 'utf8').trim());
+    return Number.isInteger(n) ? n : -1;
+  } catch {
+    return -1;
+  }
 }
 
 /** Whether some GPU has been prepared in this process (CUDA is then already paid for). */

@@ -42,6 +42,6 @@ export async function runDoctorCli(argv: string[]): Promise<number> {
     return 1;
   }
   if (values.json) process.stdout.write(JSON.stringify(report, null, 2) + '\n');
-  else process.stdout.write(render(report, { colour: Boolean(process.stdout.isTTY) && process.env.NO_COLOR === undefined }));
+  else process.stdout.write(render(report, { colour: Boolean(process.stdout.isTTY) && !process.env.NO_COLOR }));
   return values['require-gds'] && !report.allDirect ? 3 : 0;
 }

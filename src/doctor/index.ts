@@ -71,7 +71,9 @@ export async function diagnose(paths: string[] = [], options: DiagnoseOptions = 
         ? { status: 'skipped', message: 'a recorded root: nothing real to measure' }
         : !state.cudaUsable
           ? { status: 'skipped', message: 'no GPU: nothing to measure' }
-          : await runProbe(f.examined, f.type === 'directory', {
+          : !f.exists
+            ? { status: 'skipped', message: 'the path does not exist: nothing to measure' }
+            : await runProbe(f.examined, f.type === 'directory', {
               bytes: options.probeBytes ?? DEFAULT_PROBE_BYTES,
               timeoutMs: options.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS,
               env,

@@ -4,11 +4,10 @@
  * separate process because cuFile can crash inside handle registration on a misconfigured
  * system, and that must not take the doctor down with it.
  *
- * Argument: JSON `{ "path": string, "bytes": number, "directory": boolean }`. For a directory a
- * temporary file is written in it, read, and removed.
+ * Argument: JSON `{ "path": string, "bytes": number, "create": boolean }`. With `create` the file
+ * is written first (the probe of a directory) and removed afterwards.
  */
 import fs from 'node:fs';
-import path from 'node:path';
 import { DeviceBuffer, getConfig, hasGpu, open, ROUTES, runtimeInfo, type Route, type RouteCounters } from '../index.js';
 import { PROBE_MARK, type ProbeResult } from './types.js';
 
@@ -55,24 +54,19 @@ async function measure(file: string, limit: number): Promise<ProbeResult> {
 }
 
 async function main(): Promise<void> {
-  const input = JSON.parse(process.argv[2] ?? '{}') as { path: string; bytes: number; directory: boolean };
+  const input = JSON.parse(process.argv[2] ?? '{}') as { path: string; bytes: number; create: boolean };
   if (!hasGpu()) {
     emit({ status: 'skipped', message: 'no GPU: nothing to measure' });
     return;
   }
-  let file = input.path;
-  let temp: string | undefined;
   try {
-    if (input.directory) {
-      temp = file = path.join(input.path, `.penstock-doctor-${process.pid}.tmp`);
-      fs.writeFileSync(temp, Buffer.alloc(input.bytes, 0x5a), { flag: 'wx' });
-    }
-    emit(await measure(file, input.bytes));
+    if (input.create) fs.writeFileSync(input.path, Buffer.alloc(input.bytes, 0x5a), { flag: 'wx' });
+    emit(await measure(input.path, input.bytes));
   } catch (err) {
     const e = err as { code?: string; message?: string };
     emit({ status: 'failed', message: `${e.code ? `${e.code}: ` : ''}${e.message ?? String(err)}` });
   } finally {
-    if (temp) fs.rmSync(temp, { force: true });
+    if (input.create) fs.rmSync(input.path, { force: true });
   }
 }
 

@@ -18,6 +18,7 @@ export interface ProbeSettings {
 }
 
 const OUTPUT_CAP = 1 << 20;
+let scratchCount = 0;
 
 export function defaultProbeScript(): string {
   return fileURLToPath(new URL('./probe-child.js', import.meta.url));
@@ -41,12 +42,19 @@ export function runProbe(file: string, directory: boolean, settings: ProbeSettin
   // A private working directory catches cufile.log (cuFile writes it to the working
   // directory unless told otherwise) so its complaints can be shown with the result.
   const cwd = fs.mkdtempSync(path.join(os.tmpdir(), 'penstock-probe-'));
-  const input = JSON.stringify({ path: file, bytes: settings.bytes, directory });
+  // The parent names the scratch file of a directory probe, so that it can remove it even when
+  // the probe dies before its own clean-up runs.
+  const scratch = directory ? path.join(file, `.penstock-doctor-${process.pid}-${++scratchCount}.tmp`) : undefined;
+  const input = JSON.stringify({ path: scratch ?? file, bytes: settings.bytes, create: scratch !== undefined });
   return new Promise<ProbeResult>((resolve) => {
     let stdout = '';
     let stderr = '';
     let timedOut = false;
+    let settled = false;
     const finish = (r: ProbeResult) => {
+      if (settled) return;
+      settled = true;
+      if (scratch) fs.rmSync(scratch, { force: true });
       const log = logTail(path.join(cwd, 'cufile.log'));
       fs.rmSync(cwd, { recursive: true, force: true });
       resolve(log ? { ...r, cufileLog: log } : r);

@@ -123,7 +123,7 @@ export interface DiagnoseOptions {
   probeBytes?: number;
   /** Milliseconds before a probe is killed (default 60 000). */
   probeTimeoutMs?: number;
-  /** The probe's script (default penstock's own); a different one is for testing the doctor. */
+  /** The script the probe process runs (default: penstock's own probe). */
   probeScript?: string;
 }
 

@@ -1,5 +1,8 @@
 #include "device.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -21,6 +24,23 @@ void FreeSlot(WorkerSlot& s) {
   s.half = 0;
   // Streams and events are kept: they are cheap and reusable across bounce sizes.
 }
+// Prefers memory of one NUMA node for this thread's allocations until destroyed. Raw syscalls,
+// so the addon needs no libnuma; failure (no NUMA, a kernel without it) just means no preference.
+class NumaPreference {
+ public:
+  explicit NumaPreference(int node) {
+    if (node < 0 || node >= 64) return;
+    unsigned long mask = 1UL << node;
+    constexpr int kMpolPreferred = 1;
+    active_ = syscall(SYS_set_mempolicy, kMpolPreferred, &mask, 64) == 0;
+  }
+  ~NumaPreference() {
+    if (active_) syscall(SYS_set_mempolicy, 0 /* MPOL_DEFAULT */, nullptr, 0);
+  }
+
+ private:
+  bool active_ = false;
+};
 }  // namespace
 
 void AddPinnedBytes(long long delta) { g_pinned += delta; }
@@ -80,7 +100,7 @@ ErrorRecord RetainContext(int ordinal, CUcontext* out) {
   return {};
 }
 
-ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers) {
+ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNode) {
   CUcontext ctx;
   ErrorRecord e = RetainContext(ordinal, &ctx);
   if (!e.ok()) return e;
@@ -88,8 +108,10 @@ ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers) {
   DeviceState& d = g_devices[ordinal];
   const CudaApi& cu = Cuda();
   ContextGuard guard(ctx);
-  if (d.half != halfBytes)
+  if (d.half != halfBytes || d.numaNode != numaNode)
     for (auto& s : d.slots) FreeSlot(s);
+  d.numaNode = numaNode;
+  NumaPreference numa(numaNode);
   if (static_cast<int>(d.slots.size()) < workers) d.slots.resize(workers);
   d.half = halfBytes;
   for (auto& s : d.slots) {

@@ -23,6 +23,7 @@ struct DeviceState {
   CUcontext ctx = nullptr;
   std::vector<WorkerSlot> slots;
   size_t half = 0;
+  int numaNode = -1;
 };
 
 // Restores the calling thread's previous context on scope exit, so penstock never leaves its own
@@ -44,8 +45,10 @@ ErrorRecord CheckOrdinal(int ordinal);
 // Retains the primary context of `ordinal`; idempotent.
 ErrorRecord RetainContext(int ordinal, CUcontext* out);
 // Ensures `workers` slots with bounce halves of `halfBytes` each; grows or regrows as needed.
-// Must not run while operations are in flight (TypeScript guarantees it).
-ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers);
+// Bounce buffers are placed on `numaNode` (the GPU's, from sysfs) when it is >= 0, so staging
+// copies cross no socket link. Must not run while operations are in flight (TypeScript
+// guarantees it).
+ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNode);
 DeviceState* PreparedDevice(int ordinal);
 
 ErrorRecord DeviceAlloc(int ordinal, size_t size, CUdeviceptr* out);

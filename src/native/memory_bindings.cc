@@ -40,7 +40,8 @@ Napi::Value DeviceInfo(const Napi::CallbackInfo& info) {
 Napi::Value DevicePrepare(const Napi::CallbackInfo& info) {
   int ordinal = info[0].As<Napi::Number>().Int32Value();
   size_t bounce = ToU64(info[1]);
-  ErrorRecord e = PrepareDevice(ordinal, bounce / 2, ThreadPool::Instance().Size());
+  int numaNode = info[2].IsNumber() ? info[2].As<Napi::Number>().Int32Value() : -1;
+  ErrorRecord e = PrepareDevice(ordinal, bounce / 2, ThreadPool::Instance().Size(), numaNode);
   if (!e.ok()) ThrowRecord(info.Env(), e);
   return info.Env().Undefined();
 }
