@@ -112,6 +112,13 @@ describe('probe failures are findings', () => {
     assert.deepEqual(r.paths[0]!.probe, { status: 'skipped', message: 'no GPU: nothing to measure' });
   });
 
+  test('a path that does not exist is not probed (nothing is written to its directory)', async () => {
+    const dir = fs.mkdtempSync(path.join(tmpDir(), 'absent-'));
+    const r = await diagnose([path.join(dir, 'later.bin')], { probe: true, facts: CLAIMS_GPU, env: baseEnv(), probeScript: script('never2', 'process.exit(9)') });
+    assert.deepEqual(r.paths[0]!.probe, { status: 'skipped', message: 'the path does not exist: nothing to measure' });
+    assert.deepEqual(fs.readdirSync(dir), []);
+  });
+
   test('no GPU (the real probe finds out itself): a clean skip', async () => {
     const env = { ...baseEnv(), PENSTOCK_CUDA_LIBRARY: path.join(tmpDir(), 'no-such-libcuda.so') };
     const r = await diagnose([file], { probe: true, facts: CLAIMS_GPU, env });
@@ -129,6 +136,14 @@ describe('probe failures are findings', () => {
     const c = r.paths[0]!.checks.find((x) => x.id === 'path.probe')!;
     assert.equal(c.status, 'fail');
     assert.match(c.fix!, /PENSTOCK_COMPAT_MODE=on/);
+  });
+
+  test("a directory probe that crashes leaves no scratch file behind", async () => {
+    const dir = fs.mkdtempSync(path.join(tmpDir(), 'crash-dir-'));
+    const body = "import fs from 'node:fs';\nconst input = JSON.parse(process.argv[2]);\nfs.writeFileSync(input.path, 'x');\nprocess.kill(process.pid, 'SIGSEGV');\n";
+    const r = await diagnose([dir], opts(script('segv-dir', body)));
+    assert.equal(r.paths[0]!.probe!.status, 'crashed');
+    assert.deepEqual(fs.readdirSync(dir), []);
   });
 
   test('a hang is killed at the timeout', async () => {
