@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { DeviceBuffer, deviceCount, getConfig, hasGpu, loadShards, parseSize, runtimeInfo } from '../src/index.js';
+import { DeviceBuffer, PinnedBuffer, deviceCount, getConfig, hasGpu, loadShards, parseSize, runtimeInfo } from '../src/index.js';
 
 const { values } = parseArgs({
   options: {
@@ -31,6 +31,17 @@ for (const f of files) {
   fs.closeSync(fd);
 }
 const targets = files.map((_, i) => DeviceBuffer.alloc(size, { device: i }));
+// The copy limit: one pinned → GPU copy per GPU, alone and all at once.
+const pinned = PinnedBuffer.alloc(size);
+const copyRates: { gpus: number; GBs: number }[] = [];
+for (const n of [1, gpus]) {
+  await Promise.all(targets.slice(0, n).map((t) => t.copyFrom(pinned)));
+  const t0 = performance.now();
+  await Promise.all(targets.slice(0, n).map((t) => t.copyFrom(pinned)));
+  copyRates.push({ gpus: n, GBs: (n * size) / 1e9 / ((performance.now() - t0) / 1000) });
+  console.log(`limit: pinned → GPU copy, ${n} GPU(s) at once: ${copyRates.at(-1)!.GBs.toFixed(1)} GB/s aggregate`);
+}
+pinned.free();
 const rows: { gpus: number; medianGBs: number; minGBs: number; maxGBs: number; routes: string[] }[] = [];
 try {
   for (let n = 1; n <= gpus; n++) {
@@ -56,5 +67,5 @@ try {
   targets.forEach((t) => t.free());
   files.forEach((f) => fs.rmSync(f, { force: true }));
 }
-const report = { size, repeat, threads: getConfig().threads, cores: os.availableParallelism(), rows };
+const report = { size, repeat, threads: getConfig().threads, cores: os.availableParallelism(), copyRates, rows };
 if (values.json) fs.writeFileSync(values.json, JSON.stringify(report, null, 2));

@@ -10,6 +10,7 @@
 
 #include "device.h"
 #include "instance.h"
+#include "stream_copy.h"
 #include "thread_pool.h"
 
 namespace penstock {
@@ -103,6 +104,17 @@ char* Scratch(size_t n) {
   return p;
 }
 constexpr uint64_t kScratchPiece = 4 << 20;
+// Host reads of at least this much go through a cache-sized piece of scratch and a streaming
+// copy (see stream_copy.h); smaller ones read straight into the target, which is quicker there.
+constexpr uint64_t kStagePiece = 256 << 10;
+constexpr uint64_t kStageMin = 1 << 20;
+bool HostStagingEnabled() {
+  static const bool on = [] {
+    const char* v = getenv("PENSTOCK_HOST_STAGING");
+    return !(v && v[0] == '0');
+  }();
+  return on;
+}
 
 // A worker's view of its staging slot across tasks. Tasks alternate the two bounce halves
 // without waiting for their last copy: a task ends when the copy out of its last half is seen to
@@ -159,10 +171,17 @@ struct Pipe {
   }
 };
 
-thread_local Pipe t_pipe;
+// One pipeline per GPU, so a worker alternating between GPUs keeps each one's copies in flight.
+constexpr int kMaxPipes = 64;
+thread_local Pipe t_pipes[kMaxPipes];
+
+void FlushAllPipes() {
+  for (auto& p : t_pipes)
+    if (p.slot) p.Flush();
+}
 }  // namespace
 
-void Operation::FlushDeferred() { t_pipe.Flush(); }
+void Operation::FlushDeferred() { FlushAllPipes(); }
 
 void Operation::FinishTask() {
   if (remaining_.fetch_sub(1) == 1) instance_->TasksDrained(shared_from_this());
@@ -180,12 +199,27 @@ void Operation::Start() {
     instance_->TasksDrained(self);
     return;
   }
+  taskBytes_ = task;
+  // Runners, not tasks, go in the queue: each takes the operation's next task and then queues
+  // itself again at the back. Concurrent operations (one per GPU, say) so share the workers
+  // task by task instead of running one after another in submission order.
   ThreadPool& pool = ThreadPool::Instance();
-  for (uint64_t i = 0; i < n; ++i) {
-    uint64_t begin = i * task;
-    uint64_t length = std::min(task, spec_.size - begin);
-    pool.Submit([self, begin, length] { self->RunTask(begin, length); });
+  uint64_t runners = std::min<uint64_t>(n, std::max(1, pool.Size()));
+  for (uint64_t i = 0; i < runners; ++i) pool.Submit([self] { self->RunNext(); });
+}
+
+void Operation::RunNext() {
+  uint64_t i = nextTask_.fetch_add(1);
+  uint64_t n = tasks_.load();
+  if (i >= n) return;
+  uint64_t begin = i * taskBytes_;
+  uint64_t length = std::min(taskBytes_, spec_.size - begin);
+  // Queue the next turn before working, so the queue never runs dry behind a long task.
+  if (i + 1 < n) {
+    auto self = shared_from_this();
+    ThreadPool::Instance().Submit([self] { self->RunNext(); });
   }
+  RunTask(begin, length);
 }
 
 void Operation::RunTask(uint64_t begin, uint64_t length) {
@@ -195,7 +229,7 @@ void Operation::RunTask(uint64_t begin, uint64_t length) {
     uint64_t done = 0;
     ErrorRecord e;
     // Only staged reads continue a worker's pipeline; anything else first settles it.
-    if (spec_.route != Route::PosixDevice || spec_.write) t_pipe.Flush();
+    if (spec_.route != Route::PosixDevice || spec_.write) FlushAllPipes();
     switch (spec_.route) {
       case Route::PosixHost: e = HostTask(begin, length, &done); break;
       case Route::PosixDevice:
@@ -242,6 +276,24 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
       return {};
     }
     int err = 0;
+    if (length >= kStageMin && HostStagingEnabled()) {
+      char* scratch = Scratch(kScratchPiece + 2 * kAlign);
+      if (!scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
+      for (uint64_t pos = 0; pos < length && !cancelled_ && !failed_;) {
+        uint64_t n = std::min(kStagePiece, length - pos);
+        ssize_t r = PreadFull(spec_.fd, scratch, n, filePos + pos, false, &err);
+        if (r < 0) return ErrorRecord::Os(err, "pread");
+        StreamCopy(mem + pos, scratch, r);
+        *done += r;
+        AddProgress(r);
+        if (static_cast<uint64_t>(r) < n) {
+          NoteEof(filePos + pos + r);
+          break;
+        }
+        pos += n;
+      }
+      return {};
+    }
     ssize_t r = PreadFull(spec_.fd, mem, length, filePos, false, &err);
     if (r < 0) return ErrorRecord::Os(err, "pread");
     AddProgress(r);
@@ -283,7 +335,9 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
   int w = ThreadPool::WorkerIndex();
   if (!d || w < 0 || w >= static_cast<int>(d->slots.size()))
     return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared for this worker");
-  Pipe& pipe = t_pipe;
+  if (spec_.device >= kMaxPipes)
+    return ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_DEVICE", "GPU ordinal past penstock's limit of 64");
+  Pipe& pipe = t_pipes[spec_.device];
   WorkerSlot* slot = &d->slots[w];
   if (pipe.slot != slot) {
     pipe.Flush();

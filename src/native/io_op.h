@@ -63,6 +63,7 @@ class Operation : public std::enable_shared_from_this<Operation> {
   Napi::FunctionReference progress;
 
  private:
+  void RunNext();
   void RunTask(uint64_t begin, uint64_t length);
   ErrorRecord HostTask(uint64_t begin, uint64_t length, uint64_t* done);
   // May leave its last copy in flight and return *deferred = true: the task then finishes when
@@ -78,6 +79,8 @@ class Operation : public std::enable_shared_from_this<Operation> {
   OpSpec spec_;
   std::atomic<uint64_t> remaining_{0};
   std::atomic<uint64_t> tasks_{0};
+  std::atomic<uint64_t> nextTask_{0};
+  uint64_t taskBytes_ = 0;
   std::atomic<uint64_t> bytesDone_{0};
   std::atomic<uint64_t> busyNs_{0};
   std::atomic<uint64_t> eofAt_{UINT64_MAX};
