@@ -20,8 +20,13 @@ export interface Settings {
   taskSize: number;
   /** Device reads and writes smaller than this take the staged path even where cuFile works. Default 16 KiB. */
   gdsThreshold: number;
-  /** Pinned staging bytes per worker thread and GPU (two halves, for overlap). Default 8 MiB. */
-  bounceBufferSize: number;
+  /**
+   * Pinned staging bytes per worker thread and GPU (two halves, for overlap). Default `'auto'`:
+   * 256 MiB shared out over threads × GPUs, as a power of two from 2 to 8 MiB (8 MiB for 16
+   * threads and one GPU). Staging is fastest while its whole footprint stays small enough to
+   * be served largely from the CPU caches; measured in docs/performance.md.
+   */
+  bounceBufferSize: number | 'auto';
   /** Use O_DIRECT for staged and host reads (page-cache bypass). Default false. */
   directIoRead: boolean;
   /** Use O_DIRECT for staged and host writes. Default false. */
@@ -76,7 +81,7 @@ export function defaults(): Settings {
     threads: defaultThreads(),
     taskSize: 4 * 1024 * 1024,
     gdsThreshold: 16 * 1024,
-    bounceBufferSize: 8 * 1024 * 1024,
+    bounceBufferSize: 'auto',
     directIoRead: false,
     directIoWrite: false,
     cudaLibrary: 'libcuda.so.1',
@@ -102,7 +107,7 @@ export function fromEnvironment(env: NodeJS.ProcessEnv = process.env): Partial<S
   if ((x = v('PENSTOCK_THREADS')) !== undefined) s.threads = Number(x);
   if ((x = v('PENSTOCK_TASK_SIZE')) !== undefined) s.taskSize = parseSize(x);
   if ((x = v('PENSTOCK_GDS_THRESHOLD')) !== undefined) s.gdsThreshold = parseSize(x);
-  if ((x = v('PENSTOCK_BOUNCE_BUFFER_SIZE')) !== undefined) s.bounceBufferSize = parseSize(x);
+  if ((x = v('PENSTOCK_BOUNCE_BUFFER_SIZE')) !== undefined) s.bounceBufferSize = x.toLowerCase() === 'auto' ? 'auto' : parseSize(x);
   if ((x = v('PENSTOCK_DIRECT_IO')) !== undefined) s.directIoRead = s.directIoWrite = parseBool('PENSTOCK_DIRECT_IO', x);
   if ((x = v('PENSTOCK_DIRECT_IO_READ')) !== undefined) s.directIoRead = parseBool('PENSTOCK_DIRECT_IO_READ', x);
   if ((x = v('PENSTOCK_DIRECT_IO_WRITE')) !== undefined) s.directIoWrite = parseBool('PENSTOCK_DIRECT_IO_WRITE', x);
@@ -119,8 +124,8 @@ export function validate(s: Settings): Settings {
   const pow2ish = (n: number) => Number.isSafeInteger(n) && n > 0;
   if (!pow2ish(s.taskSize) || s.taskSize % 4096 !== 0) throw bad('taskSize', `${s.taskSize} (a positive multiple of 4096)`);
   if (!Number.isSafeInteger(s.gdsThreshold) || s.gdsThreshold < 0) throw bad('gdsThreshold', `${s.gdsThreshold}`);
-  if (!pow2ish(s.bounceBufferSize) || s.bounceBufferSize % 8192 !== 0 || s.bounceBufferSize < 64 * 1024)
-    throw bad('bounceBufferSize', `${s.bounceBufferSize} (a multiple of 8 KiB, at least 64 KiB)`);
+  if (s.bounceBufferSize !== 'auto' && (!pow2ish(s.bounceBufferSize) || s.bounceBufferSize % 8192 !== 0 || s.bounceBufferSize < 64 * 1024))
+    throw bad('bounceBufferSize', `${s.bounceBufferSize} ('auto', or a multiple of 8 KiB, at least 64 KiB)`);
   for (const k of ['directIoRead', 'directIoWrite'] as const) if (typeof s[k] !== 'boolean') throw bad(k, 'not a boolean');
   for (const k of ['cudaLibrary', 'cufileLibrary'] as const)
     if (typeof s[k] !== 'string' || s[k].length === 0) throw bad(k, 'an empty path');

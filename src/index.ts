@@ -5,7 +5,7 @@
  */
 import { native } from './binding.js';
 import type { Settings } from './config.js';
-import { configure as configureRuntime, cudaStatus, cufileStatus, currentSettings, deviceCount, deviceInfo, hasGpu, pinnedBytes } from './runtime.js';
+import { bounceBytes, configure as configureRuntime, cudaStatus, cufileStatus, currentSettings, deviceCount, deviceInfo, hasGpu, pinnedBytes } from './runtime.js';
 import { globalStats, type StatsSnapshot } from './stats.js';
 
 export { DeviceBuffer, type DeviceBufferOptions } from './device-buffer.js';
@@ -47,10 +47,18 @@ export function runtimeInfo(): {
   cuda: ReturnType<typeof cudaStatus>;
   cufile: ReturnType<typeof cufileStatus>;
   threads: number;
+  /** Bounce-buffer bytes per worker and GPU in force (what `'auto'` resolved to). */
+  bounceBufferSize: number;
   pinnedBytes: number;
 } {
   const cuda = cudaStatus();
-  return { cuda, cufile: cufileStatus(), threads: native().poolInfo().threads || currentSettings().threads, pinnedBytes: pinnedBytes() };
+  return {
+    cuda,
+    cufile: cufileStatus(),
+    threads: native().poolInfo().threads || currentSettings().threads,
+    bounceBufferSize: bounceBytes(),
+    pinnedBytes: pinnedBytes(),
+  };
 }
 
 /** Operations started and not yet settled, process-wide. */

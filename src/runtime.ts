@@ -108,10 +108,11 @@ export function deviceInfo(ordinal: number): NativeDeviceInfo {
 export function prepareDevice(ordinal: number): void {
   ensurePool();
   const s = currentSettings();
-  const key = `${poolThreads}/${s.bounceBufferSize}`;
+  const bounce = bounceBytes();
+  const key = `${poolThreads}/${bounce}`;
   if (prepared.get(ordinal) === key) return;
   checkDevice(ordinal);
-  call(() => native().devicePrepare(ordinal, s.bounceBufferSize, gpuNumaNode(ordinal)));
+  call(() => native().devicePrepare(ordinal, bounce, gpuNumaNode(ordinal)));
   prepared.set(ordinal, key);
   // cuFile's driver open costs a few hundred milliseconds: pay it with the device's setup,
   // not inside somebody's first read.
@@ -127,6 +128,15 @@ export function gpuNumaNode(ordinal: number): number {
   } catch {
     return -1;
   }
+}
+
+/** The bounce-buffer size in force: the setting, or what `'auto'` resolves to on this machine. */
+export function bounceBytes(): number {
+  const s = currentSettings();
+  if (s.bounceBufferSize !== 'auto') return s.bounceBufferSize;
+  const share = (256 * 1024 * 1024) / (s.threads * Math.max(1, deviceCount()));
+  const pow2 = 2 ** Math.floor(Math.log2(Math.max(1, share)));
+  return Math.min(8 << 20, Math.max(2 << 20, pow2));
 }
 
 /** Whether some GPU has been prepared in this process (CUDA is then already paid for). */

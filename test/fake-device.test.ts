@@ -34,6 +34,19 @@ describe('runtime', () => {
   });
 });
 
+describe('bounce buffers', () => {
+  test("'auto' shares 256 MiB over threads × GPUs, between 2 and 8 MiB", () => {
+    const sizes = [4, 32, 64, 200].map((threads) => {
+      configure({ threads, bounceBufferSize: 'auto' });
+      return runtimeInfo().bounceBufferSize;
+    });
+    assert.deepEqual(sizes, [8 << 20, 4 << 20, 2 << 20, 2 << 20]);
+    configure({ bounceBufferSize: 1 << 20 });
+    assert.equal(runtimeInfo().bounceBufferSize, 1 << 20);
+    configure(initial);
+  });
+});
+
 describe('DeviceBuffer', () => {
   test('alloc, copy in and out, sub-range views, free', async () => {
     const buf = DeviceBuffer.alloc(10000);
