@@ -9,6 +9,7 @@
         "src/native/device.cc",
         "src/native/host_memory.cc",
         "src/native/io_op.cc",
+        "src/native/stream_copy.cc",
         "src/native/instance.cc",
         "src/native/io_bindings.cc",
         "src/native/memory_bindings.cc",
