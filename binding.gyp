@@ -10,6 +10,8 @@
         "src/native/host_memory.cc",
         "src/native/io_op.cc",
         "src/native/stream_copy.cc",
+        "src/native/posix_io.cc",
+        "src/native/staging_pipe.cc",
         "src/native/instance.cc",
         "src/native/io_bindings.cc",
         "src/native/memory_bindings.cc",

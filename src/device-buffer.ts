@@ -159,7 +159,8 @@ export class DeviceBuffer {
 
   /** @internal Marks the memory busy for the duration of `fn`'s promise. */
   async withBusy<T>(fn: () => Promise<T>): Promise<T> {
-    return this.#withBusy(undefined, fn);
+    // `return await`, so that async stack traces reach the caller through here.
+    return await this.#withBusy(undefined, fn);
   }
 
   async #withBusy<T>(pinned: { busy: number } | undefined, fn: () => Promise<T>): Promise<T> {

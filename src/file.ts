@@ -128,8 +128,9 @@ export class PenstockFile {
    * Reads from the file into `target` (GPU or host memory). Resolves to the bytes read, which is
    * fewer than asked only at end of file; bytes of the target past that are left untouched.
    */
-  read(target: Memory, options: ReadOptions = {}): Promise<number> {
-    return this.#transfer(false, target, options.targetOffset ?? 0, options).then((r) => r.bytes);
+  async read(target: Memory, options: ReadOptions = {}): Promise<number> {
+    // Awaited here (not chained with .then) so that errors carry the caller in their async stack.
+    return (await this.#transfer(false, target, options.targetOffset ?? 0, options)).bytes;
   }
 
   /** @internal A read that also reports the route record of this one operation. */
@@ -138,8 +139,8 @@ export class PenstockFile {
   }
 
   /** Writes `source` (GPU or host memory) to the file. Resolves to the bytes written. */
-  write(source: Memory, options: WriteOptions = {}): Promise<number> {
-    return this.#transfer(true, source, options.sourceOffset ?? 0, options).then((r) => r.bytes);
+  async write(source: Memory, options: WriteOptions = {}): Promise<number> {
+    return (await this.#transfer(true, source, options.sourceOffset ?? 0, options)).bytes;
   }
 
   /** Closes the file after the operations in flight settle. Idempotent. */
@@ -171,10 +172,18 @@ export class PenstockFile {
     } catch (err) {
       return Promise.reject(err);
     }
+    return this.#track(started);
+  }
+
+  /** Keeps the operation in the in-flight set until it settles (close() waits for that set). */
+  async #track(started: Promise<OpRecord>): Promise<OpRecord> {
     this.#inflight.add(started);
-    const forget = () => this.#inflight.delete(started);
-    started.then(forget, forget);
-    return started;
+    try {
+      // Awaiting (rather than attaching handlers) keeps the caller in async stack traces.
+      return await started;
+    } finally {
+      this.#inflight.delete(started);
+    }
   }
 
   #start(write: boolean, memory: Memory, memOffset: number, options: TransferOptions): Promise<OpRecord> {
@@ -240,11 +249,17 @@ export class PenstockFile {
     };
     const pinned = host.pinned;
     if (pinned) pinned.busy++;
-    const run = this.#run(spec, signal, options.onProgress, (r, failed) => ({
-      route: 'posix-host' as Route, tasks: r?.tasks ?? 0, bytes: r?.bytes ?? 0, busyNs: r?.busyNs ?? 0, failed,
-    }));
-    if (!pinned) return run;
-    return run.finally(() => pinned.busy--);
+    return this.#hostRun(spec, signal, options.onProgress, pinned);
+  }
+
+  async #hostRun(spec: NativeOpSpec, signal: AbortSignal | undefined, onProgress: ((n: number) => void) | undefined, pinned: { busy: number } | undefined): Promise<OpRecord> {
+    try {
+      return await this.#run(spec, signal, onProgress, (r, failed) => ({
+        route: 'posix-host', tasks: r?.tasks ?? 0, bytes: r?.bytes ?? 0, busyNs: r?.busyNs ?? 0, failed,
+      }));
+    } finally {
+      if (pinned) pinned.busy--;
+    }
   }
 
   async #run(

@@ -214,11 +214,15 @@ describe('staged path (posix-device)', () => {
     const { file } = makeFile(4 << 20);
     await using f = await open(file, 'r', { compatMode: 'on' });
     using buf = DeviceBuffer.alloc(4 << 20);
+    async function readerThatFails() {
+      await f.read(buf);
+    }
     await withEnv({ FAKE_CUDA_FAIL_COPY_AFTER: '3' }, () =>
-      assert.rejects(f.read(buf), (e: Error & { code: string; cudaCode: number }) => {
+      assert.rejects(readerThatFails(), (e: Error & { code: string; cudaCode: number }) => {
         assert.equal(e.name, 'CudaError');
         assert.equal(e.code, 'CUDA_ERROR_ILLEGAL_ADDRESS');
         assert.equal(e.cudaCode, 700);
+        assert.match(e.stack ?? '', /readerThatFails/, 'the stack points at the caller');
         return true;
       }),
     );

@@ -252,6 +252,19 @@ describe('bad input touches nothing', () => {
     await assert.rejects(open(file, 'wx'), { code: 'EEXIST' });
   });
 
+  test('error stacks point at the caller', async () => {
+    async function openerOfMissingFile() {
+      await open(`${tmpDir()}/nope`);
+    }
+    await assert.rejects(openerOfMissingFile(), (e: Error) => /openerOfMissingFile/.test(e.stack ?? ''));
+    const { file } = makeFile(100);
+    await using f = await open(file);
+    async function readerWithBadSize() {
+      await f.read(Buffer.alloc(10), { size: 11 });
+    }
+    await assert.rejects(readerWithBadSize(), (e: Error) => /readerWithBadSize/.test(e.stack ?? ''));
+  });
+
   test('close waits for operations in flight', async () => {
     configure({ taskSize: 4096, threads: 1 });
     const { file, data } = makeFile(16 << 20);

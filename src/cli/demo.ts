@@ -35,41 +35,37 @@ export async function runDemo(argv: string[]): Promise<number> {
     if (!gpu)
       out(values.host ? 'Target: host memory (--host).' : `No usable GPU here (${rt.cuda.error ?? rt.cuda.initError?.code ?? 'no device'}): reading into host memory instead.`);
     const f = await open(file, 'r');
-    let got: string;
-    let seconds: number;
-    let stats: StatsSnapshot;
+    let result: { seconds: number; stats: StatsSnapshot; hash: string };
     try {
-      if (gpu) {
-        using buf = DeviceBuffer.alloc(fileSize);
-        await f.read(buf); // warm the page cache and the route decision
-        f.resetStats();
-        const t0 = process.hrtime.bigint();
-        const n = await f.read(buf);
-        seconds = Number(process.hrtime.bigint() - t0) / 1e9;
-        if (n !== fileSize) throw new Error(`short read: ${n} of ${fileSize} bytes`);
-        stats = f.stats();
-        got = crypto.createHash('sha256').update(await buf.toBuffer()).digest('hex');
-      } else {
-        const buf = Buffer.allocUnsafeSlow(fileSize);
-        await f.read(buf);
-        f.resetStats();
-        const t0 = process.hrtime.bigint();
-        const n = await f.read(buf);
-        seconds = Number(process.hrtime.bigint() - t0) / 1e9;
-        if (n !== fileSize) throw new Error(`short read: ${n} of ${fileSize} bytes`);
-        stats = f.stats();
-        got = crypto.createHash('sha256').update(buf).digest('hex');
-      }
-      printRoute(out, f, stats, gpu);
+      result = gpu ? await timedRead(f, fileSize, DeviceBuffer.alloc(fileSize)) : await timedRead(f, fileSize, Buffer.allocUnsafeSlow(fileSize));
+      printRoute(out, f, result.stats, gpu);
     } finally {
       await f.close();
     }
+    const { seconds } = result;
+    const got = result.hash;
     const ok = got === expected;
     out(`Verified: ${ok ? 'yes, sha256 matches the file' : 'NO — the data differs from the file'} (${expected.slice(0, 16)}…)`);
     out(`Bytes: ${fileSize}  Seconds: ${seconds.toFixed(4)}  Throughput: ${(fileSize / seconds / 1e9).toFixed(2)} GB/s (warm, threads ${getConfig().threads}, task size ${formatSize(getConfig().taskSize)})`);
     return ok ? 0 : 1;
   } finally {
     if (own) fs.rmSync(file, { force: true });
+  }
+}
+
+/** Reads the whole file once to warm it, then times a second read and hashes what arrived. */
+async function timedRead(f: PenstockFile, size: number, target: DeviceBuffer | Buffer) {
+  try {
+    await f.read(target); // warms the page cache and settles the route
+    f.resetStats();
+    const t0 = process.hrtime.bigint();
+    const n = await f.read(target);
+    const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+    if (n !== size) throw new Error(`short read: ${n} of ${size} bytes`);
+    const bytes = target instanceof DeviceBuffer ? await target.toBuffer() : target;
+    return { seconds, stats: f.stats(), hash: crypto.createHash('sha256').update(bytes).digest('hex') };
+  } finally {
+    if (target instanceof DeviceBuffer) target.free();
   }
 }
 

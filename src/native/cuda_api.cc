@@ -4,6 +4,8 @@
 
 #include <mutex>
 
+#include "dl_util.h"
+
 namespace penstock {
 
 namespace {
@@ -11,12 +13,6 @@ CudaApi g_api;
 CudaState g_state;
 std::mutex g_mutex;
 
-template <typename Fn>
-bool Resolve(void* lib, Fn& slot, const char* name, std::string& missing) {
-  slot = reinterpret_cast<Fn>(dlsym(lib, name));
-  if (!slot) missing += (missing.empty() ? "" : ", ") + std::string(name);
-  return slot != nullptr;
-}
 }  // namespace
 
 const CudaState& LoadCuda(const std::string& path) {
@@ -33,36 +29,36 @@ const CudaState& LoadCuda(const std::string& path) {
   }
   std::string& m = g_state.missing;
   CudaApi& a = g_api;
-  Resolve(lib, a.Init, "cuInit", m);
-  Resolve(lib, a.DriverGetVersion, "cuDriverGetVersion", m);
-  Resolve(lib, a.GetErrorName, "cuGetErrorName", m);
-  Resolve(lib, a.GetErrorString, "cuGetErrorString", m);
-  Resolve(lib, a.DeviceGetCount, "cuDeviceGetCount", m);
-  Resolve(lib, a.DeviceGet, "cuDeviceGet", m);
-  Resolve(lib, a.DeviceGetName, "cuDeviceGetName", m);
-  Resolve(lib, a.DeviceTotalMem, "cuDeviceTotalMem_v2", m);
-  Resolve(lib, a.DeviceGetAttribute, "cuDeviceGetAttribute", m);
-  Resolve(lib, a.DeviceGetPCIBusId, "cuDeviceGetPCIBusId", m);
-  Resolve(lib, a.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", m);
-  Resolve(lib, a.CtxSetCurrent, "cuCtxSetCurrent", m);
-  Resolve(lib, a.CtxGetCurrent, "cuCtxGetCurrent", m);
-  Resolve(lib, a.MemAlloc, "cuMemAlloc_v2", m);
-  Resolve(lib, a.MemFree, "cuMemFree_v2", m);
-  Resolve(lib, a.MemGetInfo, "cuMemGetInfo_v2", m);
-  Resolve(lib, a.MemGetAddressRange, "cuMemGetAddressRange_v2", m);
-  Resolve(lib, a.MemHostAlloc, "cuMemHostAlloc", m);
-  Resolve(lib, a.MemFreeHost, "cuMemFreeHost", m);
-  Resolve(lib, a.MemcpyHtoD, "cuMemcpyHtoD_v2", m);
-  Resolve(lib, a.MemcpyDtoH, "cuMemcpyDtoH_v2", m);
-  Resolve(lib, a.MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", m);
-  Resolve(lib, a.MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", m);
-  Resolve(lib, a.StreamCreate, "cuStreamCreate", m);
-  Resolve(lib, a.StreamSynchronize, "cuStreamSynchronize", m);
-  Resolve(lib, a.StreamQuery, "cuStreamQuery", m);
-  Resolve(lib, a.EventCreate, "cuEventCreate", m);
-  Resolve(lib, a.EventRecord, "cuEventRecord", m);
-  Resolve(lib, a.EventSynchronize, "cuEventSynchronize", m);
-  Resolve(lib, a.PointerGetAttribute, "cuPointerGetAttribute", m);
+  ResolveSymbol(lib, a.Init, "cuInit", &m);
+  ResolveSymbol(lib, a.DriverGetVersion, "cuDriverGetVersion", &m);
+  ResolveSymbol(lib, a.GetErrorName, "cuGetErrorName", &m);
+  ResolveSymbol(lib, a.GetErrorString, "cuGetErrorString", &m);
+  ResolveSymbol(lib, a.DeviceGetCount, "cuDeviceGetCount", &m);
+  ResolveSymbol(lib, a.DeviceGet, "cuDeviceGet", &m);
+  ResolveSymbol(lib, a.DeviceGetName, "cuDeviceGetName", &m);
+  ResolveSymbol(lib, a.DeviceTotalMem, "cuDeviceTotalMem_v2", &m);
+  ResolveSymbol(lib, a.DeviceGetAttribute, "cuDeviceGetAttribute", &m);
+  ResolveSymbol(lib, a.DeviceGetPCIBusId, "cuDeviceGetPCIBusId", &m);
+  ResolveSymbol(lib, a.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", &m);
+  ResolveSymbol(lib, a.CtxSetCurrent, "cuCtxSetCurrent", &m);
+  ResolveSymbol(lib, a.CtxGetCurrent, "cuCtxGetCurrent", &m);
+  ResolveSymbol(lib, a.MemAlloc, "cuMemAlloc_v2", &m);
+  ResolveSymbol(lib, a.MemFree, "cuMemFree_v2", &m);
+  ResolveSymbol(lib, a.MemGetInfo, "cuMemGetInfo_v2", &m);
+  ResolveSymbol(lib, a.MemGetAddressRange, "cuMemGetAddressRange_v2", &m);
+  ResolveSymbol(lib, a.MemHostAlloc, "cuMemHostAlloc", &m);
+  ResolveSymbol(lib, a.MemFreeHost, "cuMemFreeHost", &m);
+  ResolveSymbol(lib, a.MemcpyHtoD, "cuMemcpyHtoD_v2", &m);
+  ResolveSymbol(lib, a.MemcpyDtoH, "cuMemcpyDtoH_v2", &m);
+  ResolveSymbol(lib, a.MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", &m);
+  ResolveSymbol(lib, a.MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", &m);
+  ResolveSymbol(lib, a.StreamCreate, "cuStreamCreate", &m);
+  ResolveSymbol(lib, a.StreamSynchronize, "cuStreamSynchronize", &m);
+  ResolveSymbol(lib, a.StreamQuery, "cuStreamQuery", &m);
+  ResolveSymbol(lib, a.EventCreate, "cuEventCreate", &m);
+  ResolveSymbol(lib, a.EventRecord, "cuEventRecord", &m);
+  ResolveSymbol(lib, a.EventSynchronize, "cuEventSynchronize", &m);
+  ResolveSymbol(lib, a.PointerGetAttribute, "cuPointerGetAttribute", &m);
   Dl_info info;
   if (a.Init && dladdr(reinterpret_cast<void*>(a.Init), &info) && info.dli_fname)
     g_state.resolvedPath = info.dli_fname;

@@ -4,6 +4,8 @@
 
 #include <mutex>
 
+#include "dl_util.h"
+
 namespace penstock {
 
 namespace {
@@ -11,11 +13,6 @@ CuFileApi g_api;
 CuFileState g_state;
 std::mutex g_mutex;
 
-template <typename Fn>
-void Resolve(void* lib, Fn& slot, const char* name, std::string* missing) {
-  slot = reinterpret_cast<Fn>(dlsym(lib, name));
-  if (!slot && missing) *missing += (missing->empty() ? "" : ", ") + std::string(name);
-}
 }  // namespace
 
 const CuFileState& LoadCuFile(const std::string& path) {
@@ -31,20 +28,20 @@ const CuFileState& LoadCuFile(const std::string& path) {
   }
   std::string* m = &g_state.missing;
   CuFileApi& a = g_api;
-  Resolve(lib, a.DriverOpen, "cuFileDriverOpen", m);
+  ResolveSymbol(lib, a.DriverOpen, "cuFileDriverOpen", m);
   // Recent headers turn cuFileDriverClose into a macro for the _v2 symbol; prefer it.
-  Resolve(lib, a.DriverClose, "cuFileDriverClose_v2", nullptr);
-  if (!a.DriverClose) Resolve(lib, a.DriverClose, "cuFileDriverClose", m);
-  Resolve(lib, a.DriverGetProperties, "cuFileDriverGetProperties", m);
-  Resolve(lib, a.HandleRegister, "cuFileHandleRegister", m);
-  Resolve(lib, a.HandleDeregister, "cuFileHandleDeregister", m);
-  Resolve(lib, a.Read, "cuFileRead", m);
-  Resolve(lib, a.Write, "cuFileWrite", m);
-  Resolve(lib, a.GetVersion, "cuFileGetVersion", nullptr);
-  Resolve(lib, a.SetStatsLevel, "cuFileSetStatsLevel", nullptr);
-  Resolve(lib, a.StatsStart, "cuFileStatsStart", nullptr);
-  Resolve(lib, a.GetStatsL3, "cuFileGetStatsL3", nullptr);
-  Resolve(lib, a.GetBARSizeInKB, "cuFileGetBARSizeInKB", nullptr);
+  ResolveSymbol(lib, a.DriverClose, "cuFileDriverClose_v2", nullptr);
+  if (!a.DriverClose) ResolveSymbol(lib, a.DriverClose, "cuFileDriverClose", m);
+  ResolveSymbol(lib, a.DriverGetProperties, "cuFileDriverGetProperties", m);
+  ResolveSymbol(lib, a.HandleRegister, "cuFileHandleRegister", m);
+  ResolveSymbol(lib, a.HandleDeregister, "cuFileHandleDeregister", m);
+  ResolveSymbol(lib, a.Read, "cuFileRead", m);
+  ResolveSymbol(lib, a.Write, "cuFileWrite", m);
+  ResolveSymbol(lib, a.GetVersion, "cuFileGetVersion", nullptr);
+  ResolveSymbol(lib, a.SetStatsLevel, "cuFileSetStatsLevel", nullptr);
+  ResolveSymbol(lib, a.StatsStart, "cuFileStatsStart", nullptr);
+  ResolveSymbol(lib, a.GetStatsL3, "cuFileGetStatsL3", nullptr);
+  ResolveSymbol(lib, a.GetBARSizeInKB, "cuFileGetBARSizeInKB", nullptr);
   Dl_info info;
   if (a.DriverOpen && dladdr(reinterpret_cast<void*>(a.DriverOpen), &info) && info.dli_fname)
     g_state.resolvedPath = info.dli_fname;

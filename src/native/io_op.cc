@@ -10,99 +10,14 @@
 
 #include "device.h"
 #include "instance.h"
+#include "posix_io.h"
+#include "staging_pipe.h"
 #include "stream_copy.h"
 #include "thread_pool.h"
 
 namespace penstock {
 
 namespace {
-constexpr uint64_t kAlign = 4096;
-uint64_t AlignDown(uint64_t v) { return v & ~(kAlign - 1); }
-uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) & ~(kAlign - 1); }
-
-// Reads until n bytes or end of file. With O_DIRECT a short, unaligned count means end of file;
-// asking again at an unaligned offset would only fail.
-ssize_t PreadFull(int fd, char* buf, size_t n, uint64_t off, bool direct, int* err) {
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = pread(fd, buf + got, n - got, static_cast<off_t>(off + got));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      *err = errno;
-      return -1;
-    }
-    if (r == 0) break;
-    got += static_cast<size_t>(r);
-    if (direct && (r % kAlign) != 0) break;
-  }
-  return static_cast<ssize_t>(got);
-}
-
-int PwriteFull(int fd, const char* buf, size_t n, uint64_t off) {
-  size_t put = 0;
-  while (put < n) {
-    ssize_t r = pwrite(fd, buf + put, n - put, static_cast<off_t>(off + put));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (r == 0) return EIO;
-    put += static_cast<size_t>(r);
-  }
-  return 0;
-}
-
-// Writes [pos, pos+n) whose bytes sit at `data`, where data - (pos % kAlign) is page aligned:
-// the aligned interior goes through the O_DIRECT descriptor, the unaligned head and tail through
-// the buffered one (they are whole pages nobody else writes directly, so the two never overlap).
-int WriteMaybeDirect(int fd, int directFd, const char* data, uint64_t pos, uint64_t n) {
-  uint64_t a = AlignUp(pos), b = AlignDown(pos + n);
-  if (directFd < 0 || a >= b) return PwriteFull(fd, data, n, pos);
-  if (a > pos)
-    if (int e = PwriteFull(fd, data, a - pos, pos)) return e;
-  int e = PwriteFull(directFd, data + (a - pos), b - a, a);
-  if (e == EINVAL) e = PwriteFull(fd, data + (a - pos), b - a, a);  // FS refuses this alignment
-  if (e) return e;
-  if (pos + n > b) return PwriteFull(fd, data + (b - pos), pos + n - b, b);
-  return 0;
-}
-
-// Reads [pos, pos+n) into buf, through O_DIRECT when directFd >= 0 (reading the enclosing aligned
-// span, buf needs n + 2*kAlign bytes). Returns where the data starts in buf and how much arrived.
-int ReadMaybeDirect(int fd, int directFd, char* buf, uint64_t pos, uint64_t n, char** data, uint64_t* got) {
-  int err = 0;
-  if (directFd >= 0) {
-    uint64_t a0 = AlignDown(pos);
-    ssize_t r = PreadFull(directFd, buf, AlignUp(pos + n) - a0, a0, true, &err);
-    if (r >= 0) {
-      uint64_t delta = pos - a0;
-      *data = buf + delta;
-      *got = static_cast<uint64_t>(r) > delta ? std::min<uint64_t>(n, r - delta) : 0;
-      return 0;
-    }
-    if (err != EINVAL) return err;
-    // EINVAL: the file system wants another alignment; fall back to buffered for this piece.
-  }
-  ssize_t r = PreadFull(fd, buf, n, pos, false, &err);
-  if (r < 0) return err;
-  *data = buf;
-  *got = static_cast<uint64_t>(r);
-  return 0;
-}
-
-// Page-aligned scratch for host transfers through O_DIRECT (the user's buffer is rarely aligned).
-char* Scratch(size_t n) {
-  thread_local char* p = nullptr;
-  thread_local size_t size = 0;
-  if (size < n) {
-    free(p);
-    p = nullptr;
-    size = 0;
-    if (posix_memalign(reinterpret_cast<void**>(&p), kAlign, n) != 0) return nullptr;
-    size = n;
-  }
-  return p;
-}
 constexpr uint64_t kScratchPiece = 4 << 20;
 // Host reads of at least this much go through a cache-sized piece of scratch and a streaming
 // copy (see stream_copy.h); smaller ones read straight into the target, which is quicker there.
@@ -116,72 +31,9 @@ bool HostStagingEnabled() {
   return on;
 }
 
-// A worker's view of its staging slot across tasks. Tasks alternate the two bounce halves
-// without waiting for their last copy: a task ends when the copy out of its last half is seen to
-// be complete, which overlaps that copy with the next task's pread instead of idling on it.
-struct Pipe {
-  DeviceState* dev = nullptr;
-  WorkerSlot* slot = nullptr;
-  int nextHalf = 0;
-  uint64_t seq = 0;
-  uint64_t halfSeq[2] = {0, 0};  // sequence of the last event recorded on each half (0: none)
-  struct Waiting {
-    std::shared_ptr<Operation> op;
-    uint64_t seq;  // complete once the event with this sequence has completed
-  };
-  std::vector<Waiting> waiting;
-
-  // Completion of event `seq` implies completion of every earlier one (one in-order stream).
-  void Complete(uint64_t seq, const ErrorRecord& err) {
-    for (size_t i = 0; i < waiting.size();) {
-      if (waiting[i].seq <= seq) {
-        if (!err.ok()) waiting[i].op->Fail(err);
-        waiting[i].op->FinishTask();
-        waiting[i] = std::move(waiting.back());
-        waiting.pop_back();
-      } else {
-        ++i;
-      }
-    }
-  }
-
-  // Waits for the half's previous copy before it is overwritten.
-  ErrorRecord Reuse(int h) {
-    if (!halfSeq[h]) return {};
-    CUresult r = Cuda().EventSynchronize(slot->events[h]);
-    ErrorRecord err = r == CUDA_SUCCESS ? ErrorRecord() : ErrorRecord::FromCuda(r, "cuEventSynchronize");
-    Complete(halfSeq[h], err);
-    halfSeq[h] = 0;
-    return err;
-  }
-
-  void Flush() {
-    if (!slot) return;
-    // Small copies finish within microseconds: poll briefly before a blocking wait, whose
-    // wake-up would cost more than the copy.
-    const CudaApi& cu = Cuda();
-    CUresult r = CUDA_ERROR_NOT_READY;
-    for (int i = 0; i < 64 && r == CUDA_ERROR_NOT_READY; ++i) r = cu.StreamQuery(slot->stream);
-    if (r == CUDA_ERROR_NOT_READY) r = cu.StreamSynchronize(slot->stream);
-    ErrorRecord err = r == CUDA_SUCCESS ? ErrorRecord() : ErrorRecord::FromCuda(r, "cuStreamSynchronize");
-    Complete(UINT64_MAX, err);
-    halfSeq[0] = halfSeq[1] = 0;
-    slot = nullptr;
-    dev = nullptr;
-  }
-};
-
-// One pipeline per GPU, so a worker alternating between GPUs keeps each one's copies in flight.
-constexpr int kMaxPipes = 64;
-thread_local Pipe t_pipes[kMaxPipes];
-
-void FlushAllPipes() {
-  for (auto& p : t_pipes)
-    if (p.slot) p.Flush();
-}
 }  // namespace
 
-void Operation::FlushDeferred() { FlushAllPipes(); }
+void Operation::FlushDeferred() { FlushWorkerPipes(); }
 
 void Operation::FinishTask() {
   if (remaining_.fetch_sub(1) == 1) instance_->TasksDrained(shared_from_this());
@@ -229,7 +81,7 @@ void Operation::RunTask(uint64_t begin, uint64_t length) {
     uint64_t done = 0;
     ErrorRecord e;
     // Only staged reads continue a worker's pipeline; anything else first settles it.
-    if (spec_.route != Route::PosixDevice || spec_.write) FlushAllPipes();
+    if (spec_.route != Route::PosixDevice || spec_.write) FlushWorkerPipes();
     switch (spec_.route) {
       case Route::PosixHost: e = HostTask(begin, length, &done); break;
       case Route::PosixDevice:
@@ -337,7 +189,7 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
     return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared for this worker");
   if (spec_.device >= kMaxPipes)
     return ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_DEVICE", "GPU ordinal past penstock's limit of 64");
-  Pipe& pipe = t_pipes[spec_.device];
+  Pipe& pipe = WorkerPipe(spec_.device);
   WorkerSlot* slot = &d->slots[w];
   if (pipe.slot != slot) {
     pipe.Flush();

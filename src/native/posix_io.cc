@@ -1,0 +1,95 @@
+#include "posix_io.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+
+namespace penstock {
+
+// Reads until n bytes or end of file. With O_DIRECT a short, unaligned count means end of file;
+// asking again at an unaligned offset would only fail.
+ssize_t PreadFull(int fd, char* buf, size_t n, uint64_t off, bool direct, int* err) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = pread(fd, buf + got, n - got, static_cast<off_t>(off + got));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      *err = errno;
+      return -1;
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+    if (direct && (r % kAlign) != 0) break;
+  }
+  return static_cast<ssize_t>(got);
+}
+
+int PwriteFull(int fd, const char* buf, size_t n, uint64_t off) {
+  size_t put = 0;
+  while (put < n) {
+    ssize_t r = pwrite(fd, buf + put, n - put, static_cast<off_t>(off + put));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (r == 0) return EIO;
+    put += static_cast<size_t>(r);
+  }
+  return 0;
+}
+
+// Writes [pos, pos+n) whose bytes sit at `data`, where data - (pos % kAlign) is page aligned:
+// the aligned interior goes through the O_DIRECT descriptor, the unaligned head and tail through
+// the buffered one (they are whole pages nobody else writes directly, so the two never overlap).
+int WriteMaybeDirect(int fd, int directFd, const char* data, uint64_t pos, uint64_t n) {
+  uint64_t a = AlignUp(pos), b = AlignDown(pos + n);
+  if (directFd < 0 || a >= b) return PwriteFull(fd, data, n, pos);
+  if (a > pos)
+    if (int e = PwriteFull(fd, data, a - pos, pos)) return e;
+  int e = PwriteFull(directFd, data + (a - pos), b - a, a);
+  if (e == EINVAL) e = PwriteFull(fd, data + (a - pos), b - a, a);  // FS refuses this alignment
+  if (e) return e;
+  if (pos + n > b) return PwriteFull(fd, data + (b - pos), pos + n - b, b);
+  return 0;
+}
+
+// Reads [pos, pos+n) into buf, through O_DIRECT when directFd >= 0 (reading the enclosing aligned
+// span, buf needs n + 2*kAlign bytes). Returns where the data starts in buf and how much arrived.
+int ReadMaybeDirect(int fd, int directFd, char* buf, uint64_t pos, uint64_t n, char** data, uint64_t* got) {
+  int err = 0;
+  if (directFd >= 0) {
+    uint64_t a0 = AlignDown(pos);
+    ssize_t r = PreadFull(directFd, buf, AlignUp(pos + n) - a0, a0, true, &err);
+    if (r >= 0) {
+      uint64_t delta = pos - a0;
+      *data = buf + delta;
+      *got = static_cast<uint64_t>(r) > delta ? std::min<uint64_t>(n, r - delta) : 0;
+      return 0;
+    }
+    if (err != EINVAL) return err;
+    // EINVAL: the file system wants another alignment; fall back to buffered for this piece.
+  }
+  ssize_t r = PreadFull(fd, buf, n, pos, false, &err);
+  if (r < 0) return err;
+  *data = buf;
+  *got = static_cast<uint64_t>(r);
+  return 0;
+}
+
+// Page-aligned scratch for host transfers through O_DIRECT (the user's buffer is rarely aligned).
+char* Scratch(size_t n) {
+  thread_local char* p = nullptr;
+  thread_local size_t size = 0;
+  if (size < n) {
+    free(p);
+    p = nullptr;
+    size = 0;
+    if (posix_memalign(reinterpret_cast<void**>(&p), kAlign, n) != 0) return nullptr;
+    size = n;
+  }
+  return p;
+}
+
+}  // namespace penstock

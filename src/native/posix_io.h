@@ -1,0 +1,29 @@
+// Plain POSIX file I/O used by tasks: full-length pread/pwrite loops, and the O_DIRECT variants
+// that handle unaligned heads and tails.
+#pragma once
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace penstock {
+
+constexpr uint64_t kAlign = 4096;
+inline uint64_t AlignDown(uint64_t v) { return v & ~(kAlign - 1); }
+inline uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) & ~(kAlign - 1); }
+
+// Reads until n bytes or end of file; -1 with *err set on failure. With O_DIRECT a short,
+// unaligned count means end of file.
+ssize_t PreadFull(int fd, char* buf, size_t n, uint64_t off, bool direct, int* err);
+// Writes all n bytes; returns 0 or an errno.
+int PwriteFull(int fd, const char* buf, size_t n, uint64_t off);
+// Writes [pos, pos+n) from `data`, where data - (pos % kAlign) is page aligned: the aligned
+// interior through directFd (when >= 0), head and tail through fd. Returns 0 or an errno.
+int WriteMaybeDirect(int fd, int directFd, const char* data, uint64_t pos, uint64_t n);
+// Reads [pos, pos+n) into buf (n + 2*kAlign bytes, page aligned when directFd >= 0); sets where
+// the data starts in buf and how much arrived. Returns 0 or an errno.
+int ReadMaybeDirect(int fd, int directFd, char* buf, uint64_t pos, uint64_t n, char** data, uint64_t* got);
+// Page-aligned per-thread scratch of at least n bytes (nullptr when out of memory).
+char* Scratch(size_t n);
+
+}  // namespace penstock
