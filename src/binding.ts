@@ -109,6 +109,8 @@ export interface NativeOpSpec {
   cufileBase?: bigint;
   cufileBaseOffset?: number;
   progress?: (bytesDone: number) => void;
+  /** Host reads of 1 MiB+ tasks through cache-sized scratch and streaming stores. */
+  hostStaging?: boolean;
 }
 
 export interface NativeOpResult {

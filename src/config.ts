@@ -31,6 +31,12 @@ export interface Settings {
   directIoRead: boolean;
   /** Use O_DIRECT for staged and host writes. Default false. */
   directIoWrite: boolean;
+  /**
+   * Host reads of large tasks go through a small cache-resident scratch buffer and are copied out
+   * with streaming (non-temporal) stores, which moves less through DRAM than a plain pread into a
+   * large buffer (see docs/performance.md). Default true; false reads straight into the target.
+   */
+  hostStaging: boolean;
   /** Path or soname of the CUDA driver library. Default `libcuda.so.1`. */
   cudaLibrary: string;
   /** Path or soname of the cuFile library. Default `libcufile.so.0`. */
@@ -84,6 +90,7 @@ export function defaults(): Settings {
     bounceBufferSize: 'auto',
     directIoRead: false,
     directIoWrite: false,
+    hostStaging: true,
     cudaLibrary: 'libcuda.so.1',
     cufileLibrary: 'libcufile.so.0',
   };
@@ -111,6 +118,7 @@ export function fromEnvironment(env: NodeJS.ProcessEnv = process.env): Partial<S
   if ((x = v('PENSTOCK_DIRECT_IO')) !== undefined) s.directIoRead = s.directIoWrite = parseBool('PENSTOCK_DIRECT_IO', x);
   if ((x = v('PENSTOCK_DIRECT_IO_READ')) !== undefined) s.directIoRead = parseBool('PENSTOCK_DIRECT_IO_READ', x);
   if ((x = v('PENSTOCK_DIRECT_IO_WRITE')) !== undefined) s.directIoWrite = parseBool('PENSTOCK_DIRECT_IO_WRITE', x);
+  if ((x = v('PENSTOCK_HOST_STAGING')) !== undefined) s.hostStaging = parseBool('PENSTOCK_HOST_STAGING', x);
   if ((x = v('PENSTOCK_CUDA_LIBRARY')) !== undefined) s.cudaLibrary = x;
   if ((x = v('PENSTOCK_CUFILE_LIBRARY')) !== undefined) s.cufileLibrary = x;
   return s;
@@ -126,7 +134,7 @@ export function validate(s: Settings): Settings {
   if (!Number.isSafeInteger(s.gdsThreshold) || s.gdsThreshold < 0) throw bad('gdsThreshold', `${s.gdsThreshold}`);
   if (s.bounceBufferSize !== 'auto' && (!pow2ish(s.bounceBufferSize) || s.bounceBufferSize % 8192 !== 0 || s.bounceBufferSize < 64 * 1024))
     throw bad('bounceBufferSize', `${s.bounceBufferSize} ('auto', or a multiple of 8 KiB, at least 64 KiB)`);
-  for (const k of ['directIoRead', 'directIoWrite'] as const) if (typeof s[k] !== 'boolean') throw bad(k, 'not a boolean');
+  for (const k of ['directIoRead', 'directIoWrite', 'hostStaging'] as const) if (typeof s[k] !== 'boolean') throw bad(k, 'not a boolean');
   for (const k of ['cudaLibrary', 'cufileLibrary'] as const)
     if (typeof s[k] !== 'string' || s[k].length === 0) throw bad(k, 'an empty path');
   return s;

@@ -245,7 +245,7 @@ export class PenstockFile {
     ensurePool();
     const spec: NativeOpSpec = {
       write, route: 'posix-host', fd: this.#fd, directFd: direct ? this.#direct() : -1, fileOffset, size,
-      taskSize: s.taskSize, hostBuffer: host.buffer, hostOffset: host.offset + memOffset,
+      taskSize: s.taskSize, hostBuffer: host.buffer, hostOffset: host.offset + memOffset, hostStaging: s.hostStaging,
     };
     const pinned = host.pinned;
     if (pinned) pinned.busy++;

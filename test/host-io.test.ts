@@ -31,6 +31,23 @@ describe('host reads', () => {
     }
   }
 
+  test('reads straight into the target (hostStaging off) match too, up to end of file', async () => {
+    configure({ taskSize: 4 << 20, threads: 4, hostStaging: false });
+    try {
+      const { file, data } = makeFile(9 * (1 << 20) + 5);
+      await using f = await open(file);
+      for (const off of [0, 3, data.length - (2 << 20)]) {
+        const target = Buffer.alloc(9 << 20, 0xee);
+        const n = await f.read(target, { fileOffset: off });
+        assert.equal(n, Math.min(target.length, data.length - off));
+        assert.ok(target.subarray(0, n).equals(data.subarray(off, off + n)));
+        assert.ok(target.subarray(n).every((b) => b === 0xee));
+      }
+    } finally {
+      configure({ hostStaging: true });
+    }
+  });
+
   test('end of file returns the bytes that exist, never garbage', async () => {
     configure({ taskSize: 4096, threads: 4 });
     const { file, data } = makeFile(10000);

@@ -285,6 +285,8 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
     spec.cufileBase = ToPtr(s.Get("cufileBase"));
     spec.cufileBaseOffset = ToU64(s.Get("cufileBaseOffset"));
   }
+  Napi::Value staging = s.Get("hostStaging");
+  spec.hostStaging = staging.IsBoolean() ? staging.As<Napi::Boolean>().Value() : true;
   Napi::Value progress = s.Get("progress");
   spec.wantProgress = progress.IsFunction();
   return StartOperation(env, spec, keep, progress);

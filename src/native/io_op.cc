@@ -23,13 +23,6 @@ constexpr uint64_t kScratchPiece = 4 << 20;
 // copy (see stream_copy.h); smaller ones read straight into the target, which is quicker there.
 constexpr uint64_t kStagePiece = 256 << 10;
 constexpr uint64_t kStageMin = 1 << 20;
-bool HostStagingEnabled() {
-  static const bool on = [] {
-    const char* v = getenv("PENSTOCK_HOST_STAGING");
-    return !(v && v[0] == '0');
-  }();
-  return on;
-}
 
 }  // namespace
 
@@ -128,7 +121,7 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
       return {};
     }
     int err = 0;
-    if (length >= kStageMin && HostStagingEnabled()) {
+    if (length >= kStageMin && spec_.hostStaging) {
       char* scratch = Scratch(kScratchPiece + 2 * kAlign);
       if (!scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
       for (uint64_t pos = 0; pos < length && !cancelled_ && !failed_;) {

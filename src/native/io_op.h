@@ -32,6 +32,7 @@ struct OpSpec {
   CUdeviceptr cufileBase = 0;
   uint64_t cufileBaseOffset = 0;
   bool wantProgress = false;
+  bool hostStaging = true;  // host reads through cache-sized scratch and streaming stores
 };
 
 class Instance;
