@@ -1,5 +1,6 @@
 #include "thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace penstock {
@@ -8,7 +9,17 @@ namespace {
 thread_local int t_workerIndex = -1;
 // A worker that just ran out of work watches the queue this long before sleeping: waking a
 // sleeping thread costs more than a small read itself.
+// Only a few workers watch at once: on a small machine, every idle worker spinning would take
+// the cores the JS thread and the busy workers need.
 constexpr auto kSpin = std::chrono::microseconds(50);
+std::atomic<int> g_spinners{0};
+int MaxSpinners() {
+  static const int n = [] {
+    unsigned cores = std::thread::hardware_concurrency();
+    return static_cast<int>(std::max(1u, std::min(4u, cores / 4)));
+  }();
+  return n;
+}
 }
 
 ThreadPool& ThreadPool::Instance() {
@@ -52,14 +63,17 @@ void ThreadPool::Run(int index) {
         if (running_ == 0) idle_.notify_all();
       }
       if (stopping_) break;
-      lock.unlock();
-      auto until = std::chrono::steady_clock::now() + kSpin;
-      while (queuedHint_.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < until) {
+      if (g_spinners.fetch_add(1) < MaxSpinners()) {
+        lock.unlock();
+        auto until = std::chrono::steady_clock::now() + kSpin;
+        while (queuedHint_.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < until) {
 #if defined(__x86_64__)
-        __builtin_ia32_pause();
+          __builtin_ia32_pause();
 #endif
+        }
+        lock.lock();
       }
-      lock.lock();
+      g_spinners.fetch_sub(1);
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       continue;
     }
