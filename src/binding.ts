@@ -157,6 +157,10 @@ export interface NativeAddon {
   submit(spec: NativeOpSpec): NativeOp;
   /** Operations started and not yet settled, process-wide. */
   inflight(): number;
+  /** Fraction of sampled pages of a file range in the page cache, or -1. */
+  residency(fd: number, offset: number, length: number, samples: number): number;
+  /** posix_fadvise(DONTNEED) over the whole file. */
+  dropCache(fd: number): void;
 }
 
 const here = path.dirname(fileURLToPath(import.meta.url));

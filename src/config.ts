@@ -27,8 +27,13 @@ export interface Settings {
    * be served largely from the CPU caches; measured in docs/performance.md.
    */
   bounceBufferSize: number | 'auto';
-  /** Use O_DIRECT for staged and host reads (page-cache bypass). Default false. */
-  directIoRead: boolean;
+  /**
+   * O_DIRECT for staged and host reads. `'auto'` (default): reads of 64 MiB or more whose range
+   * is mostly not in the page cache (sampled with mincore) bypass it, which reads a cold file
+   * faster and does not push other data out of the cache; warm data is read from the cache.
+   * `true`: always; `false`: never.
+   */
+  directIoRead: boolean | 'auto';
   /** Use O_DIRECT for staged and host writes. Default false. */
   directIoWrite: boolean;
   /**
@@ -88,7 +93,7 @@ export function defaults(): Settings {
     taskSize: 4 * 1024 * 1024,
     gdsThreshold: 16 * 1024,
     bounceBufferSize: 'auto',
-    directIoRead: false,
+    directIoRead: 'auto',
     directIoWrite: false,
     hostStaging: true,
     cudaLibrary: 'libcuda.so.1',
@@ -116,7 +121,8 @@ export function fromEnvironment(env: NodeJS.ProcessEnv = process.env): Partial<S
   if ((x = v('PENSTOCK_GDS_THRESHOLD')) !== undefined) s.gdsThreshold = parseSize(x);
   if ((x = v('PENSTOCK_BOUNCE_BUFFER_SIZE')) !== undefined) s.bounceBufferSize = x.toLowerCase() === 'auto' ? 'auto' : parseSize(x);
   if ((x = v('PENSTOCK_DIRECT_IO')) !== undefined) s.directIoRead = s.directIoWrite = parseBool('PENSTOCK_DIRECT_IO', x);
-  if ((x = v('PENSTOCK_DIRECT_IO_READ')) !== undefined) s.directIoRead = parseBool('PENSTOCK_DIRECT_IO_READ', x);
+  if ((x = v('PENSTOCK_DIRECT_IO_READ')) !== undefined)
+    s.directIoRead = x.toLowerCase() === 'auto' ? 'auto' : parseBool('PENSTOCK_DIRECT_IO_READ', x);
   if ((x = v('PENSTOCK_DIRECT_IO_WRITE')) !== undefined) s.directIoWrite = parseBool('PENSTOCK_DIRECT_IO_WRITE', x);
   if ((x = v('PENSTOCK_HOST_STAGING')) !== undefined) s.hostStaging = parseBool('PENSTOCK_HOST_STAGING', x);
   if ((x = v('PENSTOCK_CUDA_LIBRARY')) !== undefined) s.cudaLibrary = x;
@@ -134,7 +140,8 @@ export function validate(s: Settings): Settings {
   if (!Number.isSafeInteger(s.gdsThreshold) || s.gdsThreshold < 0) throw bad('gdsThreshold', `${s.gdsThreshold}`);
   if (s.bounceBufferSize !== 'auto' && (!pow2ish(s.bounceBufferSize) || s.bounceBufferSize % 8192 !== 0 || s.bounceBufferSize < 64 * 1024))
     throw bad('bounceBufferSize', `${s.bounceBufferSize} ('auto', or a multiple of 8 KiB, at least 64 KiB)`);
-  for (const k of ['directIoRead', 'directIoWrite', 'hostStaging'] as const) if (typeof s[k] !== 'boolean') throw bad(k, 'not a boolean');
+  if (s.directIoRead !== 'auto' && typeof s.directIoRead !== 'boolean') throw bad('directIoRead', "not a boolean or 'auto'");
+  for (const k of ['directIoWrite', 'hostStaging'] as const) if (typeof s[k] !== 'boolean') throw bad(k, 'not a boolean');
   for (const k of ['cudaLibrary', 'cufileLibrary'] as const)
     if (typeof s[k] !== 'string' || s[k].length === 0) throw bad(k, 'an empty path');
   return s;

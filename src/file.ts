@@ -58,6 +58,9 @@ export interface WriteOptions extends TransferOptions {
   sourceOffset?: number;
 }
 
+/** Reads at least this large are checked for page-cache residency under directIoRead 'auto'. */
+const AUTO_DIRECT_MIN = 64 * 1024 * 1024;
+
 /** Memory a file can be read into or written from. */
 export type Memory = DeviceBuffer | HostMemory;
 
@@ -201,7 +204,8 @@ export class PenstockFile {
       throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'signal must be an AbortSignal');
     if (signal?.aborted) throw new AbortError(undefined, { cause: signal.reason });
     const s = currentSettings();
-    const direct = write ? s.directIoWrite : s.directIoRead;
+    // Decided once the size is known to be valid.
+    const useDirect = (size: number) => (write ? s.directIoWrite : this.#directForRead(s.directIoRead, fileOffset, size));
 
     if (memory instanceof DeviceBuffer) {
       memory.assertLive();
@@ -224,14 +228,14 @@ export class PenstockFile {
         spec.cufileBaseOffset = memOffset;
       } else {
         prepareDevice(device);
-        spec.directFd = direct ? this.#direct() : -1;
+        spec.directFd = useDirect(size) ? this.#direct() : -1;
       }
       ensurePool();
       const before = cufile ? cufileEvidence(write) : null;
       return memory.withBusy(() =>
         this.#run(spec, signal, options.onProgress, (r, failed) => {
           if (cufile) route = classifyCuFile(before, cufileEvidence(write));
-          return { route, device, tasks: r?.tasks ?? 0, bytes: r?.bytes ?? 0, busyNs: r?.busyNs ?? 0, failed };
+          return { route, device, tasks: r?.tasks ?? 0, bytes: r?.bytes ?? 0, busyNs: r?.busyNs ?? 0, failed, direct: spec.directFd >= 0 };
         }),
       );
     }
@@ -244,7 +248,7 @@ export class PenstockFile {
     checkRange(memOffset, size, host.length, write ? 'source buffer' : 'target buffer');
     ensurePool();
     const spec: NativeOpSpec = {
-      write, route: 'posix-host', fd: this.#fd, directFd: direct ? this.#direct() : -1, fileOffset, size,
+      write, route: 'posix-host', fd: this.#fd, directFd: useDirect(size) ? this.#direct() : -1, fileOffset, size,
       taskSize: s.taskSize, hostBuffer: host.buffer, hostOffset: host.offset + memOffset, hostStaging: s.hostStaging,
     };
     const pinned = host.pinned;
@@ -255,7 +259,7 @@ export class PenstockFile {
   async #hostRun(spec: NativeOpSpec, signal: AbortSignal | undefined, onProgress: ((n: number) => void) | undefined, pinned: { busy: number } | undefined): Promise<OpRecord> {
     try {
       return await this.#run(spec, signal, onProgress, (r, failed) => ({
-        route: 'posix-host', tasks: r?.tasks ?? 0, bytes: r?.bytes ?? 0, busyNs: r?.busyNs ?? 0, failed,
+        route: 'posix-host', tasks: r?.tasks ?? 0, bytes: r?.bytes ?? 0, busyNs: r?.busyNs ?? 0, failed, direct: spec.directFd >= 0,
       }));
     } finally {
       if (pinned) pinned.busy--;
@@ -304,6 +308,18 @@ export class PenstockFile {
     } finally {
       signal?.removeEventListener('abort', onAbort);
     }
+  }
+
+  /**
+   * Whether a read goes through O_DIRECT. In 'auto', large reads of ranges that are mostly not
+   * cached do: they come from the disk either way, and O_DIRECT reads them faster than the page
+   * cache's readahead (docs/performance.md) without evicting other cached data.
+   */
+  #directForRead(setting: boolean | 'auto', fileOffset: number, size: number): boolean {
+    if (setting !== 'auto') return setting;
+    if (size < AUTO_DIRECT_MIN) return false;
+    const cached = native().residency(this.#fd, fileOffset, size, 64);
+    return cached >= 0 && cached < 0.5;
   }
 
   /** The O_DIRECT descriptor, opened on first need; -1 where the file system refuses O_DIRECT. */

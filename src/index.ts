@@ -61,6 +61,33 @@ export function runtimeInfo(): {
   };
 }
 
+/**
+ * The fraction of a file's pages (sampled evenly over the range) that are in the page cache,
+ * or -1 where it cannot be told.
+ */
+export async function pageCacheResidency(path: string, options: { offset?: number; size?: number } = {}): Promise<number> {
+  const fs = await import('node:fs/promises');
+  const fh = await fs.open(path, 'r');
+  try {
+    const size = options.size ?? Math.max(0, (await fh.stat()).size - (options.offset ?? 0));
+    return native().residency(fh.fd, options.offset ?? 0, size, 1024);
+  } finally {
+    await fh.close();
+  }
+}
+
+/** Drops a file's clean pages from the page cache (posix_fadvise DONTNEED), for cold measurements. */
+export async function dropPageCache(path: string): Promise<void> {
+  const fs = await import('node:fs/promises');
+  const fh = await fs.open(path, 'r');
+  try {
+    await fh.datasync();
+    native().dropCache(fh.fd);
+  } finally {
+    await fh.close();
+  }
+}
+
 /** Operations started and not yet settled, process-wide. */
 export function inflight(): number {
   return native().inflight();

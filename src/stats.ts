@@ -55,6 +55,8 @@ export interface OpRecord {
   bytes: number;
   busyNs: number;
   failed?: boolean;
+  /** The operation went through O_DIRECT (bypassing the page cache). */
+  direct?: boolean;
 }
 
 export class StatsBook {

@@ -205,7 +205,7 @@ describe('staged path (posix-device)', () => {
       assert.ok(back.subarray(5).equals(data));
       assert.ok(back.subarray(0, 5).every((x) => x === 0));
     } finally {
-      configure({ directIoRead: false, directIoWrite: false });
+      configure({ directIoRead: 'auto', directIoWrite: false });
     }
   });
 

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, describe, test } from 'node:test';
-import { configure, getConfig, open, readFileToHost, writeFile, stats, resetStats, PenstockSystemError } from '../src/index.js';
+import { configure, getConfig, open, readFileToHost, writeFile, stats, resetStats, PenstockSystemError, pageCacheResidency, dropPageCache } from '../src/index.js';
 import { makeFile, newPath, pattern, tmpDir } from './helpers.js';
 
 const initial = getConfig();
@@ -166,8 +166,40 @@ describe('O_DIRECT', () => {
       src.subarray(0, 5000).copy(expect, 4093);
       assert.ok(fs.readFileSync(out).equals(expect));
     } finally {
-      configure({ directIoRead: false, directIoWrite: false });
+      configure({ directIoRead: 'auto', directIoWrite: false });
     }
+  });
+});
+
+describe("directIoRead 'auto'", () => {
+  test('large cold ranges bypass the page cache, warm ones and small ones do not', async (t) => {
+    const { file, data } = makeFile(70 << 20);
+    try {
+      fs.closeSync(fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_DIRECT));
+    } catch {
+      t.skip('O_DIRECT is not supported here');
+      return;
+    }
+    configure({ directIoRead: 'auto', taskSize: 4 << 20, threads: 4 });
+    await using f = await open(file);
+    const target = Buffer.alloc(70 << 20);
+    assert.ok((await pageCacheResidency(file)) > 0.9, 'just written: cached');
+    const warm = await f.readRecorded(target, { fileOffset: 1 });
+    assert.equal(warm.direct, false);
+    await dropPageCache(file);
+    const residency = await pageCacheResidency(file);
+    if (residency > 0.5) {
+      t.skip(`the kernel kept the pages (${residency}); nothing to tell apart`);
+      return;
+    }
+    target.fill(0);
+    const cold = await f.readRecorded(target, { fileOffset: 1 });
+    assert.equal(cold.direct, true);
+    assert.equal(cold.bytes, data.length - 1);
+    assert.ok(target.subarray(0, cold.bytes).equals(data.subarray(1)));
+    await dropPageCache(file);
+    const small = await f.readRecorded(Buffer.alloc(1 << 20));
+    assert.equal(small.direct, false, 'small reads stay buffered');
   });
 });
 

@@ -6,6 +6,7 @@
 #include "cufile_api.h"
 #include "device.h"
 #include "instance.h"
+#include "posix_io.h"
 #include "thread_pool.h"
 
 namespace penstock {
@@ -292,6 +293,17 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
   return StartOperation(env, spec, keep, progress);
 }
 
+Napi::Value ResidencyJs(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), Residency(info[0].As<Napi::Number>().Int32Value(), ToU64(info[1]), ToU64(info[2]),
+                                                 info[3].As<Napi::Number>().Int32Value()));
+}
+
+Napi::Value DropCacheJs(const Napi::CallbackInfo& info) {
+  int e = DropCache(info[0].As<Napi::Number>().Int32Value());
+  if (e) ThrowRecord(info.Env(), ErrorRecord::Os(e, "posix_fadvise"));
+  return info.Env().Undefined();
+}
+
 Napi::Value Inflight(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(Instance::Get(info.Env())->Inflight()));
 }
@@ -312,6 +324,8 @@ void RegisterIo(Napi::Env env, Napi::Object exports) {
   exports.Set("cufileStats", Napi::Function::New(env, CuFileStatsJs));
   exports.Set("submit", Napi::Function::New(env, Submit));
   exports.Set("inflight", Napi::Function::New(env, Inflight));
+  exports.Set("residency", Napi::Function::New(env, ResidencyJs));
+  exports.Set("dropCache", Napi::Function::New(env, DropCacheJs));
 }
 
 }  // namespace penstock

@@ -1,5 +1,7 @@
 #include "posix_io.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -77,6 +79,29 @@ int ReadMaybeDirect(int fd, int directFd, char* buf, uint64_t pos, uint64_t n, c
   *got = static_cast<uint64_t>(r);
   return 0;
 }
+
+double Residency(int fd, uint64_t offset, uint64_t length, int samples) {
+  if (length == 0 || samples <= 0) return -1;
+  uint64_t start = AlignDown(offset);
+  uint64_t span = AlignUp(offset + length) - start;
+  // Mapping without touching costs no I/O; mincore then reads the page cache state.
+  void* map = mmap(nullptr, span, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(start));
+  if (map == MAP_FAILED) return -1;
+  uint64_t pages = span / kAlign;
+  int n = static_cast<int>(std::min<uint64_t>(pages, static_cast<uint64_t>(samples)));
+  int resident = 0, asked = 0;
+  for (int i = 0; i < n; ++i) {
+    uint64_t page = pages * i / n;
+    unsigned char v = 0;
+    if (mincore(static_cast<char*>(map) + page * kAlign, kAlign, &v) != 0) continue;
+    ++asked;
+    resident += v & 1;
+  }
+  munmap(map, span);
+  return asked ? static_cast<double>(resident) / asked : -1;
+}
+
+int DropCache(int fd) { return posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); }
 
 // Page-aligned scratch for host transfers through O_DIRECT (the user's buffer is rarely aligned).
 char* Scratch(size_t n) {

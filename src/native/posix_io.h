@@ -23,6 +23,12 @@ int WriteMaybeDirect(int fd, int directFd, const char* data, uint64_t pos, uint6
 // Reads [pos, pos+n) into buf (n + 2*kAlign bytes, page aligned when directFd >= 0); sets where
 // the data starts in buf and how much arrived. Returns 0 or an errno.
 int ReadMaybeDirect(int fd, int directFd, char* buf, uint64_t pos, uint64_t n, char** data, uint64_t* got);
+// Fraction of `samples` pages, spread evenly over [offset, offset+length), that are in the page
+// cache (mincore on a mapping that is never touched); -1 when it cannot be told.
+double Residency(int fd, uint64_t offset, uint64_t length, int samples);
+// Asks the kernel to drop the file's cached pages (posix_fadvise DONTNEED). Returns 0 or an errno.
+int DropCache(int fd);
+
 // Page-aligned per-thread scratch of at least n bytes (nullptr when out of memory).
 char* Scratch(size_t n);
 

@@ -134,7 +134,7 @@ describe('GPU', () => {
       assert.equal(await f.read(b, { fileOffset: 4097 }), 10 << 20);
       assert.ok((await b.toBuffer()).equals(files[0]!.data.subarray(4097, 4097 + (10 << 20))));
     } finally {
-      configure({ directIoRead: false });
+      configure({ directIoRead: 'auto' });
     }
   });
 
