@@ -1,14 +1,15 @@
 /**
  * Dropping a file's pages from the page cache, so that the next read comes from the disk.
  *
- * Node has no posix_fadvise, and neither does penstock's addon, so the per-file way goes through
- * GNU dd, whose `iflag=nocache count=0` calls posix_fadvise(POSIX_FADV_DONTNEED) over the whole
- * file. DONTNEED skips dirty pages, hence the fsync first. Where pages stay behind and the
- * process runs as root, the whole page cache can be dropped as well. `fincore` (util-linux), when
- * present, checks what is still resident, so a cold number never rests on an unverified drop.
+ * The per-file way is posix_fadvise(POSIX_FADV_DONTNEED) over the whole file, through penstock's
+ * addon. DONTNEED skips dirty pages, hence the fsync first. Where pages stay behind and the
+ * process runs as root, the whole page cache can be dropped as well. Residency is checked
+ * afterwards (mincore over 1024 pages sampled evenly), so a cold number never rests on an
+ * unverified drop.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import { native } from '../binding.js';
 
 /** `auto`: per-file, then the global drop only if pages remain; `drop-caches`: always both. */
 export type DropPolicy = 'auto' | 'fadvise' | 'drop-caches';
@@ -18,19 +19,24 @@ export interface DropResult {
   method: string;
   /** False when pages demonstrably stayed, or nothing could be tried. */
   dropped: boolean;
-  /** Whether residency was checked with fincore. */
+  /** Whether residency was checked (mincore sampling). */
   verified: boolean;
   residentBefore?: number;
   residentAfter?: number;
   problems: string[];
 }
 
-/** Bytes of `file` in the page cache according to fincore, or undefined where it cannot tell. */
+/** Bytes of `file` in the page cache (estimated from 1024 sampled pages), or undefined where it cannot tell. */
 export function residentBytes(file: string): number | undefined {
-  const r = spawnSync('fincore', ['--bytes', '--noheadings', '--output', 'RES', file], { encoding: 'utf8', env: { ...process.env, LC_ALL: 'C' } });
-  if (r.error || r.status !== 0) return undefined;
-  const n = Number.parseInt(r.stdout.trim(), 10);
-  return Number.isFinite(n) ? n : undefined;
+  const fd = fs.openSync(file, 'r');
+  try {
+    const size = fs.fstatSync(fd).size;
+    if (size === 0) return 0;
+    const fraction = native().residency(fd, 0, size, 1024);
+    return fraction < 0 ? undefined : Math.round(fraction * size);
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 export function isRoot(): boolean {
@@ -47,10 +53,15 @@ function fsyncFile(file: string): void {
 }
 
 function fadviseDontNeed(file: string): string | undefined {
-  const r = spawnSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none'], { encoding: 'utf8', env: { ...process.env, LC_ALL: 'C' } });
-  if (r.error) return `dd could not run (${(r.error as NodeJS.ErrnoException).code ?? r.error.message})`;
-  if (r.status !== 0) return `dd iflag=nocache failed: ${r.stderr.trim() || `exit ${r.status}`}`;
-  return undefined;
+  const fd = fs.openSync(file, 'r');
+  try {
+    native().dropCache(fd);
+    return undefined;
+  } catch (err) {
+    return `posix_fadvise(DONTNEED) failed (${(err as { code?: string }).code ?? String(err)})`;
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 function dropAllCaches(): string | undefined {
@@ -81,7 +92,7 @@ export function dropFilePages(file: string, policy: DropPolicy = 'auto'): DropRe
   }
   const fadviseProblem = fadviseDontNeed(file);
   if (fadviseProblem) problems.push(fadviseProblem);
-  else methods.push('posix_fadvise(DONTNEED) via dd iflag=nocache');
+  else methods.push('posix_fadvise(DONTNEED)');
   let after = residentBytes(file);
   const stillThere = after === undefined ? fadviseProblem !== undefined : !leftoverOk(after, size);
   if (policy === 'drop-caches' || (policy === 'auto' && stillThere)) {
@@ -102,9 +113,9 @@ export function dropFilePages(file: string, policy: DropPolicy = 'auto'): DropRe
   return r;
 }
 
-/** One sentence for reports: the method, and whether fincore confirmed it. */
+/** One sentence for reports: the method, and whether the residency check confirmed it. */
 export function describeDrop(d: DropResult): string {
-  const check = d.verified ? `verified with fincore: ${d.residentAfter} bytes left resident` : 'not verified (no fincore)';
+  const check = d.verified ? `verified with mincore: about ${d.residentAfter} bytes left resident` : 'not verified (residency unknown)';
   const extra = d.problems.length ? `; ${d.problems.join('; ')}` : '';
   return `${d.method} (${d.dropped ? check : `pages stayed: ${check}`})${extra}`;
 }
