@@ -16,6 +16,19 @@ interface Root {
   busy: number;
 }
 
+/**
+ * Owned allocations that become unreachable without free() are freed here, so a forgotten
+ * buffer costs GPU memory only until the next collection. The registry holds the root, which
+ * every view references, so memory is never freed under a live view.
+ */
+const collector = new FinalizationRegistry<{ ptr: bigint; device: number }>((held) => {
+  try {
+    native().deviceFree(held.device, held.ptr);
+  } catch {
+    // Nothing to report to: the buffer is gone. A failure here means the context is gone too.
+  }
+});
+
 export interface DeviceBufferOptions {
   /** GPU ordinal; default 0. */
   device?: number;
@@ -49,7 +62,9 @@ export class DeviceBuffer {
     checkDevice(device);
     prepareDevice(device);
     const ptr = size === 0 ? 0n : call(() => native().deviceAlloc(device, size));
-    return new DeviceBuffer({ ptr, device, owned: true, freed: false, busy: 0 }, 0, size);
+    const root: Root = { ptr, device, owned: true, freed: false, busy: 0 };
+    if (ptr !== 0n) collector.register(root, { ptr, device }, root);
+    return new DeviceBuffer(root, 0, size);
   }
 
   /**
@@ -145,7 +160,10 @@ export class DeviceBuffer {
     if (root.freed) return;
     if (root.busy > 0) throw usage('ERR_PENSTOCK_BUFFER_BUSY', 'This DeviceBuffer is in use by an operation in flight');
     root.freed = true;
-    if (root.owned && root.ptr !== 0n) call(() => native().deviceFree(root.device, root.ptr));
+    if (root.owned && root.ptr !== 0n) {
+      collector.unregister(root);
+      call(() => native().deviceFree(root.device, root.ptr));
+    }
   }
 
   [Symbol.dispose](): void {

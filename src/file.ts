@@ -61,6 +61,32 @@ export interface WriteOptions extends TransferOptions {
 /** Reads at least this large are checked for page-cache residency under directIoRead 'auto'. */
 const AUTO_DIRECT_MIN = 64 * 1024 * 1024;
 
+/** What an open file holds outside the JS heap; shared with the collector below. */
+interface FileResources {
+  path: string;
+  fds: number[];
+  routing: FileRouting;
+}
+
+/**
+ * Files that become unreachable while open are closed here, with a warning (as Node does for
+ * its FileHandle): the descriptors and the cuFile registration would otherwise leak.
+ */
+const fileCollector = new FinalizationRegistry<FileResources>((res) => {
+  process.emitWarning(
+    `Closing ${res.path} (file descriptor ${res.fds[0]}) on garbage collection; close penstock files with close() or \`await using\``,
+    { code: 'PENSTOCK_FILE_NOT_CLOSED' },
+  );
+  res.routing.release();
+  for (const fd of res.fds) {
+    try {
+      fs.closeSync(fd);
+    } catch {
+      // Already closed by someone else: nothing left to release.
+    }
+  }
+});
+
 /** Memory a file can be read into or written from. */
 export type Memory = DeviceBuffer | HostMemory;
 
@@ -73,6 +99,7 @@ export class PenstockFile {
   readonly flags: OpenFlags;
   #fd: number;
   #directFd: number | undefined;
+  #resources: FileResources;
   #directRefused: RouteReason | undefined;
   #routing: FileRouting;
   #stats = new StatsBook();
@@ -85,6 +112,8 @@ export class PenstockFile {
     this.flags = flags;
     this.#fd = fd;
     this.#routing = new FileRouting(compatMode);
+    this.#resources = { path, fds: [fd], routing: this.#routing };
+    fileCollector.register(this, this.#resources, this);
   }
 
   /** The OS file descriptor (-1 once closed). */
@@ -159,6 +188,7 @@ export class PenstockFile {
   async #doClose(): Promise<void> {
     await Promise.allSettled([...this.#inflight]);
     this.#routing.release();
+    fileCollector.unregister(this);
     const fds = [this.#fd, this.#directFd].filter((x): x is number => x !== undefined && x >= 0);
     this.#directFd = undefined;
     await Promise.all(fds.map((fd) => closeAsync(fd)));
@@ -337,6 +367,7 @@ export class PenstockFile {
       };
     }
     this.#directFd = fd;
+    if (fd >= 0) this.#resources.fds.push(fd);
     return fd;
   }
 }

@@ -5,7 +5,7 @@
  */
 import { native } from './binding.js';
 import type { Settings } from './config.js';
-import { bounceBytes, configure as configureRuntime, cudaStatus, cufileStatus, currentSettings, deviceCount, deviceInfo, hasGpu, pinnedBytes } from './runtime.js';
+import { bounceBytes, call, checkDevice, configure as configureRuntime, cudaStatus, cufileStatus, currentSettings, deviceCount, deviceInfo, hasGpu, pinnedBytes } from './runtime.js';
 import { globalStats, type StatsSnapshot } from './stats.js';
 
 export { DeviceBuffer, type DeviceBufferOptions } from './device-buffer.js';
@@ -86,6 +86,12 @@ export async function dropPageCache(path: string): Promise<void> {
   } finally {
     await fh.close();
   }
+}
+
+/** Free and total memory of a GPU, in bytes. */
+export function memoryInfo(device = 0): { free: number; total: number } {
+  checkDevice(device);
+  return call(() => native().memGetInfo(device));
 }
 
 /** Operations started and not yet settled, process-wide. */

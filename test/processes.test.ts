@@ -13,9 +13,9 @@ const fakeCuda = path.join(fakeDriverDir, 'libcuda.so.1');
 const fakeCuFile = path.join(fakeDriverDir, 'libcufile.so.0');
 
 /** Runs `body` as an ES module in a fresh node with `p` bound to penstock; returns its JSON output. */
-function child(body: string, env: Record<string, string> = {}, timeout = 60_000) {
+function child(body: string, env: Record<string, string> = {}, timeout = 60_000, flags: string[] = []) {
   const code = `const p = await import(${JSON.stringify(entry)});\n${body}`;
-  const r = spawnSync(process.execPath, ['--input-type=module', '-e', code], {
+  const r = spawnSync(process.execPath, [...flags, '--input-type=module', '-e', code], {
     env: { ...process.env, PENSTOCK_CUDA_LIBRARY: fakeCuda, PENSTOCK_CUFILE_LIBRARY: fakeCuFile, ...env },
     encoding: 'utf8',
     timeout,
@@ -108,6 +108,31 @@ test('the cuFile driver refusing to open: the staged path, with the reason', () 
   assert.equal(route.reason.code, 'CUFILE_DRIVER_OPEN_FAILED');
   assert.match(route.reason.message, /CU_FILE_DEVICE_NOT_SUPPORTED/);
   assert.deepEqual(r.json.cufile, { loaded: true, driverOpen: false });
+});
+
+test('device memory and files dropped without free() or close() are released by the collector', () => {
+  const r = child(
+    `const before = p.memoryInfo(0).free;
+     (() => { for (let i = 0; i < 4; i++) p.DeviceBuffer.alloc(64 << 20); })();
+     const during = p.memoryInfo(0).free;
+     const fs = await import('node:fs');
+     const onFile = () => fs.readdirSync('/proc/self/fd').filter((f) => { try { return fs.readlinkSync('/proc/self/fd/' + f) === ${JSON.stringify(file)}; } catch { return false; } }).length;
+     await (async () => { for (let i = 0; i < 5; i++) await p.open(${JSON.stringify(file)}); })();
+     const fdsDuring = onFile();
+     const warnings = []; process.on('warning', (w) => warnings.push(w.code));
+     for (let i = 0; i < 5; i++) { globalThis.gc(); await new Promise((r) => setTimeout(r, 20)); }
+     console.log(JSON.stringify({ held: before - during, after: before - p.memoryInfo(0).free,
+       fds: fdsDuring, fdsAfter: onFile(), warnings }));`,
+    {},
+    60_000,
+    ['--expose-gc'],
+  );
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.json.held, 4 * (64 << 20));
+  assert.equal(r.json.after, 0);
+  assert.equal(r.json.fds, 5);
+  assert.equal(r.json.fdsAfter, 0);
+  assert.deepEqual(r.json.warnings, Array(5).fill('PENSTOCK_FILE_NOT_CLOSED'));
 });
 
 test('PENSTOCK_* variables configure the defaults, and bad ones are refused', () => {
