@@ -18,10 +18,11 @@ void FreeSlot(WorkerSlot& s) {
   const CudaApi& cu = Cuda();
   if (s.bounce) {
     cu.MemFreeHost(s.bounce);
-    AddPinnedBytes(-static_cast<long long>(2 * s.half));
+    AddPinnedBytes(-static_cast<long long>(2 * s.stride));
   }
   s.bounce = nullptr;
   s.half = 0;
+  s.stride = 0;
   // Streams and events are kept: they are cheap and reusable across bounce sizes.
 }
 // Prefers memory of one NUMA node for this thread's allocations until destroyed. Raw syscalls,
@@ -126,11 +127,13 @@ ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNo
     if (!s.bounce) {
       void* p = nullptr;
       // Portable: a bounce buffer of one device's slot may be copied from by any context.
-      CUresult r = cu.MemHostAlloc(&p, 2 * halfBytes, CU_MEMHOSTALLOC_PORTABLE);
+      size_t stride = halfBytes + 2 * 4096;
+      CUresult r = cu.MemHostAlloc(&p, 2 * stride, CU_MEMHOSTALLOC_PORTABLE);
       if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuMemHostAlloc");
       s.bounce = static_cast<char*>(p);
       s.half = halfBytes;
-      AddPinnedBytes(static_cast<long long>(2 * halfBytes));
+      s.stride = stride;
+      AddPinnedBytes(static_cast<long long>(2 * stride));
     }
   }
   d.prepared = true;

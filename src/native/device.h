@@ -12,8 +12,11 @@
 namespace penstock {
 
 struct WorkerSlot {
-  char* bounce = nullptr;  // 2 * half bytes, page aligned
-  size_t half = 0;
+  char* bounce = nullptr;  // two halves, `stride` bytes apart, page aligned
+  size_t half = 0;         // bytes of data a half carries
+  // Each half has two pages of slack past `half`, so an O_DIRECT piece of a full half, widened
+  // to page boundaries, still fits: direct reads then move whole tasks in single requests.
+  size_t stride = 0;
   CUstream stream = nullptr;
   CUevent events[2] = {nullptr, nullptr};
 };

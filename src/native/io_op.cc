@@ -192,16 +192,15 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
   WorkerSlot& s = *slot;
   const CudaApi& cu = Cuda();
   cu.CtxSetCurrent(d->ctx);
-  bool direct = spec_.directFd >= 0;
-  // Room for the aligned span around a piece when reading through O_DIRECT.
-  uint64_t pieceMax = direct ? s.half - 2 * kAlign : s.half;
+  // The halves' slack holds the aligned span around a full piece read through O_DIRECT.
+  uint64_t pieceMax = s.half;
   ErrorRecord err;
   bool recorded = false;
   for (uint64_t pos = begin; pos < begin + length;) {
     if (cancelled_ || failed_) break;
     uint64_t n = std::min(pieceMax, begin + length - pos);
     int h = pipe.nextHalf;
-    char* buf = s.bounce + h * s.half;
+    char* buf = s.bounce + h * s.stride;
     err = pipe.Reuse(h);
     if (!err.ok()) break;
     uint64_t filePos = spec_.fileOffset + pos;
@@ -250,11 +249,11 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
   const CudaApi& cu = Cuda();
   cu.CtxSetCurrent(d->ctx);
   bool direct = spec_.directFd >= 0;
-  uint64_t pieceMax = direct ? s.half - kAlign : s.half;
+  uint64_t pieceMax = s.half;
   uint64_t pieces = (length + pieceMax - 1) / pieceMax;
   auto place = [&](uint64_t k) {  // where piece k's bytes sit in the bounce buffer
     uint64_t filePos = spec_.fileOffset + begin + k * pieceMax;
-    return s.bounce + (k & 1) * s.half + (direct ? filePos % kAlign : 0);
+    return s.bounce + (k & 1) * s.stride + (direct ? filePos % kAlign : 0);
   };
   auto issue = [&](uint64_t k) -> CUresult {
     uint64_t pos = begin + k * pieceMax;
