@@ -27,15 +27,15 @@ const cufile = path.join(outDir, 'libcufile.so.0');
 const targets = [
   {
     output: cuda,
-    sources: ['fake_cuda.c', 'fake_memory.c', 'fake_stream.c', 'fake_event.c'],
-    headers: ['fake_internal.h', 'fake_stream.h'],
+    sources: ['fake_cuda.c', 'fake_memory.c', 'fake_stream.c', 'fake_event.c', 'fake_switches.c'],
+    headers: ['fake_internal.h', 'fake_stream.h', 'fake_switches.h'],
     flags: ['-Wl,-soname,libcuda.so.1'],
     inputs: [],
   },
   {
     output: cufile,
-    sources: ['fake_cufile.c', 'fake_cufile_stats.c'],
-    headers: ['fake_cufile.h'],
+    sources: ['fake_cufile.c', 'fake_cufile_stats.c', 'fake_switches.c'],
+    headers: ['fake_cufile.h', 'fake_switches.h'],
     // DT_NEEDED libcuda.so.1 found next to this file, so that a process which dlopens both from
     // one folder shares a single fake libcuda and its allocation table. DT_RPATH rather than
     // DT_RUNPATH: it wins over LD_LIBRARY_PATH, which might name a real driver.

@@ -31,26 +31,13 @@ static atomic_int g_inited;
 static _Thread_local struct fake_ctx *tl_stack[CTX_STACK];
 static _Thread_local int tl_depth;
 
-long long fk_env_ll(const char *name, long long dflt) {
-  const char *v = getenv(name);
-  if (!v || !*v) return dflt;
-  /* The callers' errno is the caller's business (cuFileRead reports through it). */
-  int saved = errno;
-  char *end;
-  errno = 0;
-  long long x = strtoll(v, &end, 10);
-  int bad = errno || *end;
-  errno = saved;
-  return bad ? dflt : x;
-}
-
 int fk_device_count(void) {
-  long long n = fk_env_ll("FAKE_CUDA_DEVICE_COUNT", 1);
+  long long n = fake_env_ll("FAKE_CUDA_DEVICE_COUNT", 1);
   return n < 0 ? 1 : n > MAX_DEVICES ? MAX_DEVICES : (int)n;
 }
 
 unsigned long long fk_mem_limit(void) {
-  long long v = fk_env_ll("FAKE_CUDA_MEM_LIMIT", (long long)DEFAULT_MEM);
+  long long v = fake_env_ll("FAKE_CUDA_MEM_LIMIT", (long long)DEFAULT_MEM);
   return v < 0 ? DEFAULT_MEM : (unsigned long long)v;
 }
 

@@ -38,19 +38,6 @@ static int g_open_handles;
 static fake_buf *g_bufs;
 static atomic_llong g_io_calls;
 
-long long fcf_env_ll(const char *name, long long dflt) {
-  const char *v = getenv(name);
-  if (!v || !*v) return dflt;
-  /* The callers' errno is the caller's business (cuFileRead reports through it). */
-  int saved = errno;
-  char *end;
-  errno = 0;
-  long long x = strtoll(v, &end, 10);
-  int bad = errno || *end;
-  errno = saved;
-  return bad ? dflt : x;
-}
-
 /* ---- driver -------------------------------------------------------------------------------- */
 
 FAKE_API CUfileError_t cuFileGetVersion(int *version) {
@@ -60,7 +47,7 @@ FAKE_API CUfileError_t cuFileGetVersion(int *version) {
 }
 
 FAKE_API CUfileError_t cuFileDriverOpen(void) {
-  long long forced = fcf_env_ll("FAKE_CUFILE_DRIVER_OPEN_ERROR", 0);
+  long long forced = fake_env_ll("FAKE_CUFILE_DRIVER_OPEN_ERROR", 0);
   if (forced) return fcf_status((int)forced, 0);
   pthread_mutex_lock(&g_mu);
   int already = g_driver_open;
@@ -115,7 +102,7 @@ static int driver_open(void) {
 FAKE_API CUfileError_t cuFileDriverGetProperties(CUfileDrvProps_t *p) {
   if (!p) return fcf_status(CU_FILE_INVALID_VALUE, 0);
   if (!driver_open()) return fcf_status(CU_FILE_DRIVER_NOT_INITIALIZED, 0);
-  int nvfs = fcf_env_ll("FAKE_CUFILE_NVFS", 1) != 0;
+  int nvfs = fake_env_ll("FAKE_CUFILE_NVFS", 1) != 0;
   *p = (CUfileDrvProps_t){
       .nvfs_major = nvfs ? 2 : 0,
       .nvfs_minor = nvfs ? 17 : 0,
@@ -172,7 +159,7 @@ FAKE_API CUfileError_t cuFileHandleRegister(CUfileHandle_t *fh, CUfileDescr_t *d
   if (descr->type != CU_FILE_HANDLE_TYPE_OPAQUE_FD || descr->handle.fd < 0 ||
       fstat(descr->handle.fd, &st) != 0 || !S_ISREG(st.st_mode))
     return fcf_status(CU_FILE_INVALID_FILE_TYPE, 0);
-  long long forced = fcf_env_ll("FAKE_CUFILE_REGISTER_ERROR", 0);
+  long long forced = fake_env_ll("FAKE_CUFILE_REGISTER_ERROR", 0);
   if (forced) return fcf_status((int)forced, 0);
   fake_handle *h = calloc(1, sizeof *h);
   if (!h) return fcf_status(CU_FILE_INTERNAL_ERROR, 0);
@@ -253,28 +240,9 @@ FAKE_API CUfileError_t cuFileBufDeregister(const void *ptr) {
  * reach fake_cufile_reset_counters, so the count also restarts whenever the variable's value
  * changes; the optional ":tag" lets two tests in a row use the same N and still start from zero.
  */
-static pthread_mutex_t g_inject_mu = PTHREAD_MUTEX_INITIALIZER;
-static char g_inject_seen[64];
-static int g_inject_was_set;
-static long long g_inject_count;
+static fake_inject g_inject = FAKE_INJECT_INIT;
 
-static int io_should_fail(void) {
-  const char *v = getenv("FAKE_CUFILE_FAIL_AFTER");
-  char now[sizeof g_inject_seen] = "";
-  if (v) snprintf(now, sizeof now, "%s", v);
-  char *end = now;
-  long long after = v && *v ? strtoll(now, &end, 10) : -1;
-  if (end == now || (*end && *end != ':')) after = -1;
-  pthread_mutex_lock(&g_inject_mu);
-  if ((v != NULL) != g_inject_was_set || strcmp(now, g_inject_seen) != 0) {
-    g_inject_was_set = v != NULL;
-    memcpy(g_inject_seen, now, sizeof now);
-    g_inject_count = 0;
-  }
-  long long index = g_inject_count++;
-  pthread_mutex_unlock(&g_inject_mu);
-  return after >= 0 && index >= after;
-}
+static int io_should_fail(void) { return fake_inject_should_fail(&g_inject, "FAKE_CUFILE_FAIL_AFTER"); }
 
 /* The failure conventions a cuFile caller must handle: a negative cuFile code, or -1 with errno. */
 static ssize_t injected_failure(void) {
@@ -319,7 +287,7 @@ static ssize_t do_io(int write, CUfileHandle_t fh, char *base, size_t size, off_
     return injected_failure();
   }
 
-  long long short_limit = fcf_env_ll("FAKE_CUFILE_SHORT", 0);
+  long long short_limit = fake_env_ll("FAKE_CUFILE_SHORT", 0);
   size_t want = short_limit > 0 && (unsigned long long)short_limit < size ? (size_t)short_limit : size;
   size_t done = 0;
   while (done < want) {
@@ -352,9 +320,7 @@ FAKE_API ssize_t cuFileWrite(CUfileHandle_t fh, const void *base, size_t size, o
 
 FAKE_API void fake_cufile_reset_counters(void) {
   atomic_store(&g_io_calls, 0);
-  pthread_mutex_lock(&g_inject_mu);
-  g_inject_count = 0;
-  pthread_mutex_unlock(&g_inject_mu);
+  fake_inject_reset(&g_inject);
 }
 
 FAKE_API long long fake_cufile_io_calls(void) { return atomic_load(&g_io_calls); }

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fake_switches.h"
+
 #define FAKE_API __attribute__((visibility("default")))
 #define FAKE_MAX_GPUS 16
 
@@ -82,7 +84,6 @@ int cuCtxGetCurrent(void **ctx);
 int cuDeviceGetCount(int *count);
 int fake_cuda_lookup(const void *p, void **base, size_t *size, int *device);
 
-long long fcf_env_ll(const char *name, long long dflt);
 
 static inline CUfileError_t fcf_status(int err, int cu_err) {
   CUfileError_t e = {err, cu_err};

@@ -51,7 +51,7 @@ static int g_started;
 static fake_gpu_stats g_gpus[FAKE_MAX_GPUS];
 static long long g_reg_bytes[FAKE_MAX_GPUS];
 
-static int stats_disabled(void) { return fcf_env_ll("FAKE_CUFILE_NO_STATS", 0) != 0; }
+static int stats_disabled(void) { return fake_env_ll("FAKE_CUFILE_NO_STATS", 0) != 0; }
 
 static int compat_mode(void) {
   const char *mode = getenv("FAKE_CUFILE_MODE");

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fake_switches.h"
+
 #define FAKE_API __attribute__((visibility("default")))
 
 #define MAX_DEVICES 16
@@ -42,7 +44,6 @@ enum {
 typedef struct fake_rec fake_rec;
 
 /* Integer environment switch, read on every call because tests flip them through process.env. */
-long long fk_env_ll(const char *name, long long dflt);
 
 /* FAKE_CUDA_DEVICE_COUNT, clamped to 0..MAX_DEVICES. */
 int fk_device_count(void);

@@ -97,28 +97,11 @@ void fk_release(fake_rec *rec) {
  * the count also restarts whenever the variable's value changes; the optional ":tag" lets two
  * tests in a row use the same N and still start from zero.
  */
-static pthread_mutex_t g_inject_mu = PTHREAD_MUTEX_INITIALIZER;
-static char g_inject_seen[64];
-static int g_inject_was_set;
-static long long g_inject_count;
+static fake_inject g_inject = FAKE_INJECT_INIT;
 
 int fk_copy_should_fail(void) {
   atomic_fetch_add(&g_copies, 1);
-  const char *v = getenv("FAKE_CUDA_FAIL_COPY_AFTER");
-  char now[sizeof g_inject_seen] = "";
-  if (v) snprintf(now, sizeof now, "%s", v);
-  char *end = now;
-  long long after = v && *v ? strtoll(now, &end, 10) : -1;
-  if (end == now || (*end && *end != ':')) after = -1;
-  pthread_mutex_lock(&g_inject_mu);
-  if ((v != NULL) != g_inject_was_set || strcmp(now, g_inject_seen) != 0) {
-    g_inject_was_set = v != NULL;
-    memcpy(g_inject_seen, now, sizeof now);
-    g_inject_count = 0;
-  }
-  long long index = g_inject_count++;
-  pthread_mutex_unlock(&g_inject_mu);
-  return after >= 0 && index >= after;
+  return fake_inject_should_fail(&g_inject, "FAKE_CUDA_FAIL_COPY_AFTER");
 }
 
 
@@ -372,9 +355,7 @@ FAKE_API int fake_cuda_lookup(const void *p, void **base, size_t *size, int *dev
 
 FAKE_API void fake_cuda_reset_counters(void) {
   atomic_store(&g_copies, 0);
-  pthread_mutex_lock(&g_inject_mu);
-  g_inject_count = 0;
-  pthread_mutex_unlock(&g_inject_mu);
+  fake_inject_reset(&g_inject);
 }
 
 FAKE_API long long fake_cuda_copy_count(void) { return atomic_load(&g_copies); }

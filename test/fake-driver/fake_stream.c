@@ -233,7 +233,7 @@ static CUresult async_copy(void *dst, const void *src, size_t n, CUdeviceptr dev
   /* Decided now, in call order, so that "fail after N" does not depend on worker timing. */
   it->fail = fk_copy_should_fail();
   /* Read here rather than in the worker: getenv must not race the test's setenv. */
-  it->delay_us = fk_env_ll("FAKE_CUDA_ASYNC_DELAY_US", 200);
+  it->delay_us = fake_env_ll("FAKE_CUDA_ASYNC_DELAY_US", 200);
   fk_enqueue(s, it);
   return CUDA_SUCCESS;
 }
