@@ -111,6 +111,23 @@ export interface NativeOpSpec {
   progress?: (bytesDone: number) => void;
   /** Host reads of 1 MiB+ tasks through cache-sized scratch and streaming stores. */
   hostStaging?: boolean;
+  /** At most this many tasks in flight (0 or absent: one per pool thread). */
+  maxRunners?: number;
+  /** Staged device reads: workers that carry pieces from the range's end by registering page-cache pages. */
+  mappedRunners?: number;
+  /** Bytes per mapped piece. */
+  mappedPiece?: number;
+}
+
+/** What the mapped runners carried of a staged device read. */
+export interface NativeMappedResult {
+  tasks: number;
+  bytes: number;
+  busyNs: number;
+  ioNs: number;
+  waitNs: number;
+  /** Why they stopped early (registration refused, mmap failed); the staged path carried the rest. */
+  error?: Error & { code?: string };
 }
 
 export interface NativeOpResult {
@@ -118,6 +135,14 @@ export interface NativeOpResult {
   tasks: number;
   /** Sum of task durations, nanoseconds (thread time spent on this operation). */
   busyNs: number;
+  /** Of that, time inside read/write system calls. */
+  ioNs: number;
+  /** Of that, time waiting for copies to or from the GPU. */
+  waitNs: number;
+  /** The most tasks of this operation that ran at once (mapped runners not counted). */
+  peakTasks: number;
+  /** Present when mapped runners were asked for; their share is not in the fields above. */
+  mapped?: NativeMappedResult;
   /** Bytes that cuFile itself reported as short reads (end of file). */
   eof: boolean;
 }

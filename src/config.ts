@@ -37,6 +37,20 @@ export interface Settings {
   /** Use O_DIRECT for staged and host writes. Default false. */
   directIoWrite: boolean;
   /**
+   * Tasks of one buffered write in flight at once. Linux serialises buffered writes into one
+   * file on its inode lock, so more writers only queue (and spin) behind it. `'auto'` (default):
+   * at most 4 (see docs/performance.md); O_DIRECT writes always use every thread.
+   */
+  writeThreads: number | 'auto';
+  /**
+   * Warm reads into the GPU: one worker also registers the file's page-cache pages with CUDA
+   * and lets the GPU copy straight out of them, from the range's end, while the staged path
+   * works from its front (route `mapped-device`). `'auto'` (default): for reads of 256 MiB or
+   * more whose range is in the page cache; `true`: whenever the range allows it (any size, any
+   * residency); `false`: never.
+   */
+  mappedReads: boolean | 'auto';
+  /**
    * Host reads of large tasks go through a small cache-resident scratch buffer and are copied out
    * with streaming (non-temporal) stores, which moves less through DRAM than a plain pread into a
    * large buffer (see docs/performance.md). Default true; false reads straight into the target.
@@ -95,6 +109,8 @@ export function defaults(): Settings {
     bounceBufferSize: 'auto',
     directIoRead: 'auto',
     directIoWrite: false,
+    writeThreads: 'auto',
+    mappedReads: 'auto',
     hostStaging: true,
     cudaLibrary: 'libcuda.so.1',
     cufileLibrary: 'libcufile.so.0',
@@ -125,6 +141,9 @@ export function fromEnvironment(env: NodeJS.ProcessEnv = process.env): Partial<S
     s.directIoRead = x.toLowerCase() === 'auto' ? 'auto' : parseBool('PENSTOCK_DIRECT_IO_READ', x);
   if ((x = v('PENSTOCK_DIRECT_IO_WRITE')) !== undefined) s.directIoWrite = parseBool('PENSTOCK_DIRECT_IO_WRITE', x);
   if ((x = v('PENSTOCK_HOST_STAGING')) !== undefined) s.hostStaging = parseBool('PENSTOCK_HOST_STAGING', x);
+  if ((x = v('PENSTOCK_WRITE_THREADS')) !== undefined) s.writeThreads = x.toLowerCase() === 'auto' ? 'auto' : Number(x);
+  if ((x = v('PENSTOCK_MAPPED_READS')) !== undefined)
+    s.mappedReads = x.toLowerCase() === 'auto' ? 'auto' : parseBool('PENSTOCK_MAPPED_READS', x);
   if ((x = v('PENSTOCK_CUDA_LIBRARY')) !== undefined) s.cudaLibrary = x;
   if ((x = v('PENSTOCK_CUFILE_LIBRARY')) !== undefined) s.cufileLibrary = x;
   return s;
@@ -141,6 +160,9 @@ export function validate(s: Settings): Settings {
   if (s.bounceBufferSize !== 'auto' && (!pow2ish(s.bounceBufferSize) || s.bounceBufferSize % 8192 !== 0 || s.bounceBufferSize < 64 * 1024))
     throw bad('bounceBufferSize', `${s.bounceBufferSize} ('auto', or a multiple of 8 KiB, at least 64 KiB)`);
   if (s.directIoRead !== 'auto' && typeof s.directIoRead !== 'boolean') throw bad('directIoRead', "not a boolean or 'auto'");
+  if (s.writeThreads !== 'auto' && (!Number.isInteger(s.writeThreads) || s.writeThreads < 1 || s.writeThreads > 1024))
+    throw bad('writeThreads', `${s.writeThreads} ('auto', or an integer from 1 to 1024)`);
+  if (s.mappedReads !== 'auto' && typeof s.mappedReads !== 'boolean') throw bad('mappedReads', "not a boolean or 'auto'");
   for (const k of ['directIoWrite', 'hostStaging'] as const) if (typeof s[k] !== 'boolean') throw bad(k, 'not a boolean');
   for (const k of ['cudaLibrary', 'cufileLibrary'] as const)
     if (typeof s[k] !== 'string' || s[k].length === 0) throw bad(k, 'an empty path');

@@ -12,6 +12,7 @@ import { hostRegion, isHostMemory, type HostMemory } from './host-memory.js';
 import { FileRouting, type FileRoute, type RouteReason } from './routing.js';
 import { anyDevicePrepared, cufileEvidence, currentSettings, ensurePool, prepareDevice } from './runtime.js';
 import { classifyCuFile, globalStats, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
+import { planRead, writeRunners } from './transfer-plan.js';
 import { checkLength, checkRange, describe } from './validate.js';
 
 const openAsync = promisify(fs.open);
@@ -58,9 +59,6 @@ export interface WriteOptions extends TransferOptions {
   sourceOffset?: number;
 }
 
-/** Reads at least this large are checked for page-cache residency under directIoRead 'auto'. */
-const AUTO_DIRECT_MIN = 64 * 1024 * 1024;
-
 /** What an open file holds outside the JS heap; shared with the collector below. */
 interface FileResources {
   path: string;
@@ -101,6 +99,7 @@ export class PenstockFile {
   #directFd: number | undefined;
   #resources: FileResources;
   #directRefused: RouteReason | undefined;
+  #mappedRefused: RouteReason | undefined;
   #routing: FileRouting;
   #stats = new StatsBook();
   #inflight = new Set<Promise<unknown>>();
@@ -127,9 +126,12 @@ export class PenstockFile {
 
   /** Where device I/O for this file goes, and why (see {@link FileRoute}). */
   get route(): FileRoute {
-    const r = this.#routing.route;
-    if (this.#directRefused) return { ...r, directIo: { ...this.#directRefused } };
-    return r;
+    const r: FileRoute = this.#routing.route;
+    return {
+      ...r,
+      ...(this.#directRefused ? { directIo: { ...this.#directRefused } } : {}),
+      ...(this.#mappedRefused ? { mapped: { ...this.#mappedRefused } } : {}),
+    };
   }
 
   /** @internal Decides the device route now (cuFile registration); errors wait for device I/O. */
@@ -173,6 +175,11 @@ export class PenstockFile {
   /** Writes `source` (GPU or host memory) to the file. Resolves to the bytes written. */
   async write(source: Memory, options: WriteOptions = {}): Promise<number> {
     return (await this.#transfer(true, source, options.sourceOffset ?? 0, options)).bytes;
+  }
+
+  /** @internal A write that also reports the route record of this one operation. */
+  writeRecorded(source: Memory, options: WriteOptions = {}): Promise<OpRecord> {
+    return this.#transfer(true, source, options.sourceOffset ?? 0, options);
   }
 
   /** Closes the file after the operations in flight settle. Idempotent. */
@@ -235,7 +242,8 @@ export class PenstockFile {
     if (signal?.aborted) throw new AbortError(undefined, { cause: signal.reason });
     const s = currentSettings();
     // Decided once the size is known to be valid.
-    const useDirect = (size: number) => (write ? s.directIoWrite : this.#directForRead(s.directIoRead, fileOffset, size));
+    const plan = (size: number, intoDevice: boolean) =>
+      write ? { direct: s.directIoWrite } : planRead(s, this.#fd, fileOffset, size, intoDevice, this.#mappedRefused !== undefined);
 
     if (memory instanceof DeviceBuffer) {
       memory.assertLive();
@@ -258,14 +266,20 @@ export class PenstockFile {
         spec.cufileBaseOffset = memOffset;
       } else {
         prepareDevice(device);
-        spec.directFd = useDirect(size) ? this.#direct() : -1;
+        const p = plan(size, true);
+        spec.directFd = p.direct ? this.#direct() : -1;
+        if (write) spec.maxRunners = writeRunners(s, spec.directFd >= 0);
+        if (p.mapped) {
+          spec.mappedRunners = p.mapped.runners;
+          spec.mappedPiece = p.mapped.piece;
+        }
       }
       ensurePool();
       const before = cufile ? cufileEvidence(write) : null;
       return memory.withBusy(() =>
         this.#run(spec, signal, options.onProgress, (r, failed) => {
           if (cufile) route = classifyCuFile(before, cufileEvidence(write));
-          return { route, device, tasks: r?.tasks ?? 0, bytes: r?.bytes ?? 0, busyNs: r?.busyNs ?? 0, failed, direct: spec.directFd >= 0 };
+          return this.#record(route, device, r, failed, spec.directFd >= 0);
         }),
       );
     }
@@ -278,9 +292,10 @@ export class PenstockFile {
     checkRange(memOffset, size, host.length, write ? 'source buffer' : 'target buffer');
     ensurePool();
     const spec: NativeOpSpec = {
-      write, route: 'posix-host', fd: this.#fd, directFd: useDirect(size) ? this.#direct() : -1, fileOffset, size,
+      write, route: 'posix-host', fd: this.#fd, directFd: plan(size, false).direct ? this.#direct() : -1, fileOffset, size,
       taskSize: s.taskSize, hostBuffer: host.buffer, hostOffset: host.offset + memOffset, hostStaging: s.hostStaging,
     };
+    if (write) spec.maxRunners = writeRunners(s, spec.directFd >= 0);
     const pinned = host.pinned;
     if (pinned) pinned.busy++;
     return this.#hostRun(spec, signal, options.onProgress, pinned);
@@ -288,9 +303,7 @@ export class PenstockFile {
 
   async #hostRun(spec: NativeOpSpec, signal: AbortSignal | undefined, onProgress: ((n: number) => void) | undefined, pinned: { busy: number } | undefined): Promise<OpRecord> {
     try {
-      return await this.#run(spec, signal, onProgress, (r, failed) => ({
-        route: 'posix-host', tasks: r?.tasks ?? 0, bytes: r?.bytes ?? 0, busyNs: r?.busyNs ?? 0, failed, direct: spec.directFd >= 0,
-      }));
+      return await this.#run(spec, signal, onProgress, (r, failed) => this.#record('posix-host', undefined, r, failed, spec.directFd >= 0));
     } finally {
       if (pinned) pinned.busy--;
     }
@@ -341,15 +354,29 @@ export class PenstockFile {
   }
 
   /**
-   * Whether a read goes through O_DIRECT. In 'auto', large reads of ranges that are mostly not
-   * cached do: they come from the disk either way, and O_DIRECT reads them faster than the page
-   * cache's readahead (docs/performance.md) without evicting other cached data.
+   * The record of one operation: the mapped route's share apart from the rest. A mapped share
+   * that could not go ahead is remembered, so later reads of this file do not try again, and
+   * shows in `route.mapped`.
    */
-  #directForRead(setting: boolean | 'auto', fileOffset: number, size: number): boolean {
-    if (setting !== 'auto') return setting;
-    if (size < AUTO_DIRECT_MIN) return false;
-    const cached = native().residency(this.#fd, fileOffset, size, 64);
-    return cached >= 0 && cached < 0.5;
+  #record(route: Route, device: number | undefined, r: NativeOpResult | undefined, failed: boolean, direct: boolean): OpRecord {
+    const m = r?.mapped;
+    const rec: OpRecord = {
+      route, tasks: r?.tasks ?? 0, bytes: r?.bytes ?? 0,
+      busyNs: r?.busyNs ?? 0, ioNs: r?.ioNs ?? 0, waitNs: r?.waitNs ?? 0, failed, direct,
+    };
+    if (r) rec.peakTasks = r.peakTasks;
+    if (device !== undefined) rec.device = device;
+    if (m) {
+      rec.mapped = { tasks: m.tasks, bytes: m.bytes, busyNs: m.busyNs, ioNs: m.ioNs, waitNs: m.waitNs };
+      if (m.error) {
+        const code = m.error.code ?? 'ERROR';
+        rec.mappedFallback = this.#mappedRefused ??= {
+          code: 'MAPPED_REFUSED',
+          message: `The GPU could not copy straight from this file's page cache (${code}: ${m.error.message}); penstock's staged path carries its reads instead.`,
+        };
+      }
+    }
+    return rec;
   }
 
   /** The O_DIRECT descriptor, opened on first need; -1 where the file system refuses O_DIRECT. */

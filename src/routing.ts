@@ -29,6 +29,8 @@ export interface FileRoute {
   reason?: RouteReason;
   /** Set when O_DIRECT was asked for but the file system refused it (buffered I/O is used). */
   directIo?: RouteReason;
+  /** Set when the mapped route (the GPU copying from page-cache pages) was refused for this file. */
+  mapped?: RouteReason;
 }
 
 function refusalSentence(code: string, num: number): string {

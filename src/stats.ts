@@ -10,11 +10,13 @@
  * - `cufile-unknown`: cuFile carried the I/O, and whether it was direct cannot be known (no
  *   statistics from this cuFile, or concurrent I/O of both kinds).
  * - `posix-device`: penstock's staged path (pread into pinned buffers, copy to the GPU).
+ * - `mapped-device`: part of a warm staged read that the GPU copied straight out of the file's
+ *   page-cache pages (mapped read-only and registered with CUDA): no CPU copy, no storage DMA.
  * - `posix-host`: parallel pread/pwrite straight into host memory.
  */
-export type Route = 'gds' | 'cufile-compat' | 'cufile-unknown' | 'posix-device' | 'posix-host';
+export type Route = 'gds' | 'cufile-compat' | 'cufile-unknown' | 'posix-device' | 'mapped-device' | 'posix-host';
 
-export const ROUTES: readonly Route[] = ['gds', 'cufile-compat', 'cufile-unknown', 'posix-device', 'posix-host'];
+export const ROUTES: readonly Route[] = ['gds', 'cufile-compat', 'cufile-unknown', 'posix-device', 'mapped-device', 'posix-host'];
 
 export interface RouteCounters {
   /** Tasks carried by this route (a 1 GiB read with 4 MiB tasks is 256). */
@@ -23,6 +25,13 @@ export interface RouteCounters {
   bytes: number;
   /** Thread time spent in those tasks, seconds. */
   busySeconds: number;
+  /**
+   * Of the busy time, seconds inside read and write system calls (for `mapped-device`: pinning
+   * and unpinning the pages); the rest is penstock's own work, such as copying.
+   */
+  ioSeconds: number;
+  /** Of the busy time, seconds spent waiting for copies to or from the GPU. */
+  waitSeconds: number;
   /** User-visible operations (reads/writes) that took this route. */
   operations: number;
   /** Operations that failed on this route. */
@@ -37,7 +46,7 @@ export interface StatsSnapshot {
 
 function emptyRoutes(): Record<Route, RouteCounters> {
   const r = {} as Record<Route, RouteCounters>;
-  for (const k of ROUTES) r[k] = { ops: 0, bytes: 0, busySeconds: 0, operations: 0, errors: 0 };
+  for (const k of ROUTES) r[k] = { ops: 0, bytes: 0, busySeconds: 0, ioSeconds: 0, waitSeconds: 0, operations: 0, errors: 0 };
   return r;
 }
 
@@ -47,16 +56,32 @@ function cloneRoutes(r: Record<Route, RouteCounters>): Record<Route, RouteCounte
   return out;
 }
 
-/** One operation's outcome, as recorded. */
-export interface OpRecord {
-  route: Route;
-  device?: number;
+/** A share of an operation's work: its tasks, bytes and thread time. */
+export interface WorkShare {
   tasks: number;
   bytes: number;
   busyNs: number;
+  ioNs: number;
+  waitNs: number;
+}
+
+/**
+ * One operation's outcome, as recorded. `tasks` and `bytes` are the whole operation's; the
+ * times are those of `route`'s share, and `mapped` (when present) holds the rest.
+ */
+export interface OpRecord extends WorkShare {
+  /** The route of the operation (of its staged share, when part went `mapped-device`). */
+  route: Route;
+  device?: number;
   failed?: boolean;
   /** The operation went through O_DIRECT (bypassing the page cache). */
   direct?: boolean;
+  /** The most of its tasks that ran at once (its mapped share not counted). */
+  peakTasks?: number;
+  /** The share that the GPU copied straight out of page-cache pages (route `mapped-device`). */
+  mapped?: WorkShare;
+  /** Why the mapped share stopped early, or could not start. */
+  mappedFallback?: { code: string; message: string };
 }
 
 export class StatsBook {
@@ -64,16 +89,25 @@ export class StatsBook {
   #devices = new Map<number, Record<Route, RouteCounters>>();
 
   record(op: OpRecord): void {
+    const add = (c: RouteCounters, w: WorkShare, less?: WorkShare) => {
+      c.ops += w.tasks - (less?.tasks ?? 0);
+      c.bytes += w.bytes - (less?.bytes ?? 0);
+      c.busySeconds += w.busyNs / 1e9;
+      c.ioSeconds += w.ioNs / 1e9;
+      c.waitSeconds += w.waitNs / 1e9;
+    };
     const apply = (r: Record<Route, RouteCounters>) => {
       const c = r[op.route];
-      c.operations += 1;
+      const m = op.mapped && op.mapped.tasks > 0 ? op.mapped : undefined;
+      const staged = !m || op.tasks > m.tasks;
+      if (m) r['mapped-device'].operations += 1;
+      if (staged) c.operations += 1;
       if (op.failed) {
-        c.errors += 1;
+        (staged ? c : r['mapped-device']).errors += 1;
         return;
       }
-      c.ops += op.tasks;
-      c.bytes += op.bytes;
-      c.busySeconds += op.busyNs / 1e9;
+      add(c, op, m);
+      if (m) add(r['mapped-device'], m);
     };
     apply(this.#routes);
     if (op.device !== undefined) {

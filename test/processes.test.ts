@@ -144,14 +144,20 @@ test('PENSTOCK_* variables configure the defaults, and bad ones are refused', ()
     PENSTOCK_BOUNCE_BUFFER_SIZE: '2MiB',
     PENSTOCK_DIRECT_IO_READ: '1',
     PENSTOCK_HOST_STAGING: '0',
+    PENSTOCK_WRITE_THREADS: '2',
+    PENSTOCK_MAPPED_READS: 'false',
   });
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(
     { ...r.json, cudaLibrary: undefined, cufileLibrary: undefined },
-    { compatMode: 'on', threads: 3, taskSize: 1 << 20, gdsThreshold: 65536, bounceBufferSize: 2 << 20, directIoRead: true, directIoWrite: false, hostStaging: false, cudaLibrary: undefined, cufileLibrary: undefined },
+    { compatMode: 'on', threads: 3, taskSize: 1 << 20, gdsThreshold: 65536, bounceBufferSize: 2 << 20, directIoRead: true, directIoWrite: false, writeThreads: 2, mappedReads: false, hostStaging: false, cudaLibrary: undefined, cufileLibrary: undefined },
   );
   const bad = child(`try { p.getConfig(); } catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }`, { PENSTOCK_TASK_SIZE: 'lots' });
   assert.equal(bad.json.code, 'ERR_PENSTOCK_INVALID_SETTING');
+  for (const env of [{ PENSTOCK_WRITE_THREADS: '0' }, { PENSTOCK_WRITE_THREADS: 'many' }, { PENSTOCK_MAPPED_READS: 'sometimes' }] as Record<string, string>[]) {
+    const r2 = child(`try { p.getConfig(); console.log(JSON.stringify({})); } catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }`, env);
+    assert.equal(r2.json.code, 'ERR_PENSTOCK_INVALID_SETTING', JSON.stringify(env));
+  }
 });
 
 for (const [name, body] of [

@@ -59,6 +59,8 @@ const CudaState& LoadCuda(const std::string& path) {
   ResolveSymbol(lib, a.EventRecord, "cuEventRecord", &m);
   ResolveSymbol(lib, a.EventSynchronize, "cuEventSynchronize", &m);
   ResolveSymbol(lib, a.PointerGetAttribute, "cuPointerGetAttribute", &m);
+  ResolveSymbol(lib, a.MemHostRegister, "cuMemHostRegister_v2", nullptr);
+  ResolveSymbol(lib, a.MemHostUnregister, "cuMemHostUnregister", nullptr);
   Dl_info info;
   if (a.Init && dladdr(reinterpret_cast<void*>(a.Init), &info) && info.dli_fname)
     g_state.resolvedPath = info.dli_fname;

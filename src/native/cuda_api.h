@@ -25,6 +25,7 @@ constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x01;
 constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
 constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
+constexpr unsigned CU_MEMHOSTREGISTER_READ_ONLY = 0x08;
 
 // One table of function pointers; nullptr where the symbol was not found.
 struct CudaApi {
@@ -58,6 +59,9 @@ struct CudaApi {
   CUresult (*EventRecord)(CUevent, CUstream) = nullptr;
   CUresult (*EventSynchronize)(CUevent) = nullptr;
   CUresult (*PointerGetAttribute)(void*, int, CUdeviceptr) = nullptr;
+  // Optional: without them there is no mapped route (registering page-cache pages).
+  CUresult (*MemHostRegister)(void*, size_t, unsigned) = nullptr;
+  CUresult (*MemHostUnregister)(void*) = nullptr;
 };
 
 struct CudaState {

@@ -286,6 +286,13 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
     spec.cufileBase = ToPtr(s.Get("cufileBase"));
     spec.cufileBaseOffset = ToU64(s.Get("cufileBaseOffset"));
   }
+  auto count = [&](const char* key, uint32_t fallback) {
+    Napi::Value v = s.Get(key);
+    return v.IsNumber() ? v.As<Napi::Number>().Uint32Value() : fallback;
+  };
+  spec.maxRunners = count("maxRunners", 0);
+  spec.mappedRunners = spec.route == Route::PosixDevice && !spec.write ? count("mappedRunners", 0) : 0;
+  if (s.Get("mappedPiece").IsNumber()) spec.mappedPiece = ToU64(s.Get("mappedPiece"));
   Napi::Value staging = s.Get("hostStaging");
   spec.hostStaging = staging.IsBoolean() ? staging.As<Napi::Boolean>().Value() : true;
   Napi::Value progress = s.Get("progress");

@@ -1,5 +1,6 @@
 #include "io_op.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,8 +24,15 @@ constexpr uint64_t kScratchPiece = 4 << 20;
 // copy (see stream_copy.h); smaller ones read straight into the target, which is quicker there.
 constexpr uint64_t kStagePiece = 256 << 10;
 constexpr uint64_t kStageMin = 1 << 20;
+// A staged write task moves its bytes in at least four pieces, so the copy off the GPU of one
+// piece overlaps the pwrite of the one before, even when the whole write is a single task.
+constexpr uint64_t kWritePieceMin = 64 << 10;
 
 }  // namespace
+
+Operation::~Operation() {
+  if (map_) munmap(map_, mapSpan_);
+}
 
 void Operation::FlushDeferred() { FlushWorkerPipes(); }
 
@@ -38,37 +46,95 @@ void Operation::Start() {
                       ? std::max<uint64_t>(spec_.size, 1)
                       : spec_.taskSize;
   uint64_t n = spec_.size == 0 ? 0 : (spec_.size + task - 1) / task;
-  remaining_ = n;
   tasks_ = n;
   if (n == 0) {
     instance_->TasksDrained(self);
     return;
   }
   taskBytes_ = task;
+  cursors_ = n << 32;  // TypeScript keeps task counts far below 2^32
   // Runners, not tasks, go in the queue: each takes the operation's next task and then queues
   // itself again at the back. Concurrent operations (one per GPU, say) so share the workers
   // task by task instead of running one after another in submission order.
   ThreadPool& pool = ThreadPool::Instance();
   uint64_t runners = std::min<uint64_t>(n, std::max(1, pool.Size()));
-  for (uint64_t i = 0; i < runners; ++i) pool.Submit([self] { self->RunNext(); });
+  if (spec_.maxRunners) runners = std::min<uint64_t>(runners, spec_.maxRunners);
+  // Mapped runners need page-aligned task boundaries in the file (registration works on whole
+  // pages, and neighbouring pieces must not share one), and leave at least one staged runner.
+  uint64_t mapped = 0;
+  if (spec_.mappedRunners && spec_.route == Route::PosixDevice && !spec_.write && runners > 1 &&
+      spec_.fileOffset % kAlign == 0 && task % kAlign == 0 && Cuda().MemHostRegister && Cuda().MemHostUnregister) {
+    ErrorRecord e = MapRange();
+    if (e.ok()) {
+      mapped = std::min<uint64_t>(spec_.mappedRunners, runners - 1);
+    } else {
+      mappedError_ = std::move(e);
+      mappedFailed_ = true;
+    }
+  }
+  // Each mapped runner holds one count of its own until it has added up its time.
+  remaining_ = n + mapped;
+  // Mapped runners first: each holds its worker for the whole operation.
+  for (uint64_t i = 0; i < mapped; ++i) pool.Submit([self] { self->RunMapped(); });
+  for (uint64_t i = mapped; i < runners; ++i) pool.Submit([self] { self->RunNext(); });
+}
+
+uint64_t Operation::ClaimFront(uint64_t* got) {
+  uint64_t cur = cursors_.load();
+  for (;;) {
+    uint64_t front = cur & 0xffffffffu, back = cur >> 32;
+    if (front >= back) break;
+    if (cursors_.compare_exchange_weak(cur, cur + 1)) {
+      *got = 1;
+      return front;
+    }
+  }
+  *got = 0;
+  return 0;
+}
+
+uint64_t Operation::ClaimBack(uint64_t count, uint64_t* got) {
+  uint64_t cur = cursors_.load();
+  for (;;) {
+    uint64_t front = cur & 0xffffffffu, back = cur >> 32;
+    uint64_t left = back > front ? back - front : 0;
+    // At most a quarter of what is left, so the last piece does not keep the read waiting after
+    // the staged runners have run dry.
+    uint64_t take = std::min(count, std::max<uint64_t>(left / 4, left ? 1 : 0));
+    if (take == 0) break;
+    if (cursors_.compare_exchange_weak(cur, ((back - take) << 32) | front)) {
+      *got = take;
+      return back - take;
+    }
+  }
+  *got = 0;
+  return 0;
 }
 
 void Operation::RunNext() {
-  uint64_t i = nextTask_.fetch_add(1);
-  uint64_t n = tasks_.load();
-  if (i >= n) return;
+  uint64_t got;
+  uint64_t i = ClaimFront(&got);
+  if (!got) return;
   uint64_t begin = i * taskBytes_;
   uint64_t length = std::min(taskBytes_, spec_.size - begin);
-  // Queue the next turn before working, so the queue never runs dry behind a long task.
-  if (i + 1 < n) {
+  // Queue the next turn before working, so the queue never runs dry behind a long task (a turn
+  // that finds nothing left just ends). An operation limited to a few tasks at once queues it
+  // after instead: each runner is then one chain of tasks.
+  bool more = i + 1 < tasks_.load();
+  auto next = [this] {
     auto self = shared_from_this();
     ThreadPool::Instance().Submit([self] { self->RunNext(); });
-  }
+  };
+  if (more && !spec_.maxRunners) next();
   RunTask(begin, length);
+  if (more && spec_.maxRunners) next();
 }
 
 void Operation::RunTask(uint64_t begin, uint64_t length) {
   auto t0 = std::chrono::steady_clock::now();
+  uint32_t running = ++running_;
+  for (uint32_t peak = peakRunning_.load(); running > peak && !peakRunning_.compare_exchange_weak(peak, running);) {
+  }
   bool deferred = false;
   if (!cancelled_ && !failed_) {
     uint64_t done = 0;
@@ -88,6 +154,7 @@ void Operation::RunTask(uint64_t begin, uint64_t length) {
   }
   auto t1 = std::chrono::steady_clock::now();
   busyNs_ += std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+  --running_;
   if (!deferred) FinishTask();
 }
 
@@ -115,7 +182,12 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
   char* mem = spec_.host + begin;
   if (spec_.directFd < 0) {
     if (spec_.write) {
-      if (int e = PwriteFull(spec_.fd, mem, length, filePos)) return ErrorRecord::Os(e, "pwrite");
+      int e;
+      {
+        StageTimer t(ioNs_);
+        e = PwriteFull(spec_.fd, mem, length, filePos);
+      }
+      if (e) return ErrorRecord::Os(e, "pwrite");
       AddProgress(length);
       *done = length;
       return {};
@@ -126,7 +198,11 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
       if (!scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
       for (uint64_t pos = 0; pos < length && !cancelled_ && !failed_;) {
         uint64_t n = std::min(kStagePiece, length - pos);
-        ssize_t r = PreadFull(spec_.fd, scratch, n, filePos + pos, false, &err);
+        ssize_t r;
+        {
+          StageTimer t(ioNs_);
+          r = PreadFull(spec_.fd, scratch, n, filePos + pos, false, &err);
+        }
         if (r < 0) return ErrorRecord::Os(err, "pread");
         StreamCopy(mem + pos, scratch, r);
         *done += r;
@@ -139,7 +215,11 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
       }
       return {};
     }
-    ssize_t r = PreadFull(spec_.fd, mem, length, filePos, false, &err);
+    ssize_t r;
+    {
+      StageTimer t(ioNs_);
+      r = PreadFull(spec_.fd, mem, length, filePos, false, &err);
+    }
     if (r < 0) return ErrorRecord::Os(err, "pread");
     AddProgress(r);
     *done = r;
@@ -154,14 +234,23 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
     if (spec_.write) {
       char* data = scratch + (at % kAlign);
       memcpy(data, mem + pos, n);
-      if (int e = WriteMaybeDirect(spec_.fd, spec_.directFd, data, at, n)) return ErrorRecord::Os(e, "pwrite");
+      int e;
+      {
+        StageTimer t(ioNs_);
+        e = WriteMaybeDirect(spec_.fd, spec_.directFd, data, at, n);
+      }
+      if (e) return ErrorRecord::Os(e, "pwrite");
       *done += n;
       AddProgress(n);
     } else {
       char* data;
       uint64_t got;
-      if (int e = ReadMaybeDirect(spec_.fd, spec_.directFd, scratch, at, n, &data, &got))
-        return ErrorRecord::Os(e, "pread");
+      int e;
+      {
+        StageTimer t(ioNs_);
+        e = ReadMaybeDirect(spec_.fd, spec_.directFd, scratch, at, n, &data, &got);
+      }
+      if (e) return ErrorRecord::Os(e, "pread");
       memcpy(mem + pos, data, got);
       *done += got;
       AddProgress(got);
@@ -201,12 +290,20 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
     uint64_t n = std::min(pieceMax, begin + length - pos);
     int h = pipe.nextHalf;
     char* buf = s.bounce + h * s.stride;
-    err = pipe.Reuse(h);
+    {
+      StageTimer t(waitNs_);
+      err = pipe.Reuse(h);
+    }
     if (!err.ok()) break;
     uint64_t filePos = spec_.fileOffset + pos;
     char* data;
     uint64_t got;
-    if (int e = ReadMaybeDirect(spec_.fd, spec_.directFd, buf, filePos, n, &data, &got)) {
+    int e;
+    {
+      StageTimer t(ioNs_);
+      e = ReadMaybeDirect(spec_.fd, spec_.directFd, buf, filePos, n, &data, &got);
+    }
+    if (e) {
       err = ErrorRecord::Os(e, "pread");
       break;
     }
@@ -249,7 +346,8 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
   const CudaApi& cu = Cuda();
   cu.CtxSetCurrent(d->ctx);
   bool direct = spec_.directFd >= 0;
-  uint64_t pieceMax = s.half;
+  // O_DIRECT writes keep whole halves: the disk wants large requests more than the overlap.
+  uint64_t pieceMax = direct ? s.half : std::min<uint64_t>(s.half, std::max(kWritePieceMin, AlignUp((length + 3) / 4)));
   uint64_t pieces = (length + pieceMax - 1) / pieceMax;
   auto place = [&](uint64_t k) {  // where piece k's bytes sit in the bounce buffer
     uint64_t filePos = spec_.fileOffset + begin + k * pieceMax;
@@ -272,13 +370,22 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
       err = ErrorRecord::FromCuda(r, "cuMemcpyDtoHAsync");
       break;
     }
-    if ((r = cu.EventSynchronize(s.events[k & 1])) != CUDA_SUCCESS) {
+    {
+      StageTimer t(waitNs_);
+      r = cu.EventSynchronize(s.events[k & 1]);
+    }
+    if (r != CUDA_SUCCESS) {
       err = ErrorRecord::FromCuda(r, "cuEventSynchronize");
       break;
     }
     uint64_t pos = begin + k * pieceMax;
     uint64_t n = std::min(pieceMax, begin + length - pos);
-    if (int e = WriteMaybeDirect(spec_.fd, spec_.directFd, place(k), spec_.fileOffset + pos, n)) {
+    int e;
+    {
+      StageTimer t(ioNs_);
+      e = WriteMaybeDirect(spec_.fd, spec_.directFd, place(k), spec_.fileOffset + pos, n);
+    }
+    if (e) {
       err = ErrorRecord::Os(e, "pwrite");
       break;
     }
@@ -352,6 +459,20 @@ void Operation::Settle(Napi::Env env) {
     result.Set("bytes", static_cast<double>(bytes));
     result.Set("tasks", static_cast<double>(tasks_.load()));
     result.Set("busyNs", static_cast<double>(busyNs_.load()));
+    result.Set("ioNs", static_cast<double>(ioNs_.load()));
+    result.Set("waitNs", static_cast<double>(waitNs_.load()));
+    result.Set("peakTasks", peakRunning_.load());
+    if (spec_.mappedRunners) {
+      Napi::Object m = Napi::Object::New(env);
+      m.Set("tasks", static_cast<double>(mappedTasks_.load()));
+      m.Set("bytes", static_cast<double>(mappedBytes_.load()));
+      m.Set("busyNs", static_cast<double>(mappedBusyNs_.load()));
+      m.Set("ioNs", static_cast<double>(mappedIoNs_.load()));
+      m.Set("waitNs", static_cast<double>(mappedWaitNs_.load()));
+      std::lock_guard<std::mutex> lock(errorMutex_);
+      if (mappedFailed_) m.Set("error", ToJs(env, mappedError_));
+      result.Set("mapped", m);
+    }
     result.Set("eof", hitEof);
     deferred->Resolve(result);
   }

@@ -4,6 +4,7 @@
 #include <napi.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -33,13 +34,40 @@ struct OpSpec {
   uint64_t cufileBaseOffset = 0;
   bool wantProgress = false;
   bool hostStaging = true;  // host reads through cache-sized scratch and streaming stores
+  // At most this many tasks in flight (0: one per pool thread). Buffered writes into one file
+  // serialise on its inode lock, so more writers than a few only wait.
+  uint32_t maxRunners = 0;
+  // Staged device reads: workers that also carry tasks from the range's end by registering the
+  // file's page-cache pages with CUDA and copying straight out of them (0: none), in pieces of
+  // `mappedPiece` bytes. Both ends are claimed until they meet, so the split follows the speeds.
+  uint32_t mappedRunners = 0;
+  uint64_t mappedPiece = 64 << 20;
 };
 
 class Instance;
 
+// Adds the time until the end of its scope to a counter (per-stage timing of tasks).
+class StageTimer {
+ public:
+  explicit StageTimer(std::atomic<uint64_t>& sink) : sink_(sink), t0_(Now()) {}
+  ~StageTimer() { sink_ += Now() - t0_; }
+  StageTimer(const StageTimer&) = delete;
+  StageTimer& operator=(const StageTimer&) = delete;
+  static uint64_t Now() {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+  }
+
+ private:
+  std::atomic<uint64_t>& sink_;
+  uint64_t t0_;
+};
+
 class Operation : public std::enable_shared_from_this<Operation> {
  public:
   Operation(Instance* instance, OpSpec spec) : instance_(instance), spec_(spec) {}
+  ~Operation();
 
   // Queues all tasks on the pool. Main thread.
   void Start();
@@ -66,6 +94,14 @@ class Operation : public std::enable_shared_from_this<Operation> {
  private:
   void RunNext();
   void RunTask(uint64_t begin, uint64_t length);
+  // Tasks are claimed from both ends of the range: staged runners take the next from the front,
+  // mapped runners up to `count` at a time from the back. Returns the first index and sets *got (0 when
+  // nothing is left).
+  uint64_t ClaimFront(uint64_t* got);
+  uint64_t ClaimBack(uint64_t count, uint64_t* got);
+  // Runs on one worker for the whole operation (mapped_read.cc).
+  void RunMapped();
+  ErrorRecord MapRange();
   ErrorRecord HostTask(uint64_t begin, uint64_t length, uint64_t* done);
   // May leave its last copy in flight and return *deferred = true: the task then finishes when
   // that copy is known complete (the worker's next use of the buffer half, or when it idles).
@@ -80,10 +116,27 @@ class Operation : public std::enable_shared_from_this<Operation> {
   OpSpec spec_;
   std::atomic<uint64_t> remaining_{0};
   std::atomic<uint64_t> tasks_{0};
-  std::atomic<uint64_t> nextTask_{0};
+  // Low 32 bits: the next unclaimed task from the front; high 32: one past the last from the back.
+  std::atomic<uint64_t> cursors_{0};
   uint64_t taskBytes_ = 0;
   std::atomic<uint64_t> bytesDone_{0};
   std::atomic<uint64_t> busyNs_{0};
+  // Where the busy time went: inside read/write system calls, and waiting for GPU copies.
+  std::atomic<uint64_t> ioNs_{0};
+  std::atomic<uint64_t> waitNs_{0};
+  std::atomic<uint32_t> running_{0};  // tasks of this operation running now, and the most at once
+  std::atomic<uint32_t> peakRunning_{0};
+  // The mapped runners' share, counted apart so each route's time stays its own.
+  std::atomic<uint64_t> mappedTasks_{0};
+  std::atomic<uint64_t> mappedBytes_{0};
+  std::atomic<uint64_t> mappedBusyNs_{0};
+  std::atomic<uint64_t> mappedIoNs_{0};
+  std::atomic<uint64_t> mappedWaitNs_{0};
+  ErrorRecord mappedError_;  // why mapped runners stopped early (guarded by errorMutex_)
+  bool mappedFailed_ = false;
+  void* map_ = nullptr;  // the range's page-cache mapping, for mapped runners
+  uint64_t mapSpan_ = 0;
+  uint64_t mapDelta_ = 0;  // fileOffset's distance from the page-aligned start of the mapping
   std::atomic<uint64_t> eofAt_{UINT64_MAX};
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> failed_{false};

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 enum rec_kind { REC_DEVICE, REC_HOST_ALLOC, REC_HOST_REG };
@@ -224,11 +225,27 @@ FAKE_API CUresult cuMemFreeHost(void *p) {
   return CUDA_SUCCESS;
 }
 
+/*
+ * FAKE_CUDA_HOST_REGISTER_FAIL=1 refuses every registration (CUDA_ERROR_NOT_SUPPORTED), as a
+ * driver without read-only registration would; FAKE_CUDA_HOST_REGISTER_DELAY_US=N makes each
+ * take N microseconds, like the real driver's page pinning.
+ */
 FAKE_API CUresult cuMemHostRegister_v2(void *p, size_t size, unsigned flags) {
   (void)flags;
   CUresult r = fk_check_ctx(NULL);
   if (r) return r;
   if (!p || !size) return CUDA_ERROR_INVALID_VALUE;
+  if (fake_env_ll("FAKE_CUDA_HOST_REGISTER_FAIL", 0)) return CUDA_ERROR_NOT_SUPPORTED;
+  long long delay = fake_env_ll("FAKE_CUDA_HOST_REGISTER_DELAY_US", 0);
+  if (delay > 0) usleep((useconds_t)delay);
+  /* The real driver pins every page now: an address that is not mapped (or a mapping past the
+     end of its file) fails here, never later. */
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  if ((uintptr_t)p % page || size % page) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t off = 0; off < size; off += page) {
+    unsigned char v;
+    if (mincore((char *)p + off, page, &v) != 0) return CUDA_ERROR_INVALID_VALUE;
+  }
   fake_rec *rec = calloc(1, sizeof *rec);
   if (!rec) return CUDA_ERROR_OUT_OF_MEMORY;
   *rec = (fake_rec){.base = (uintptr_t)p, .size = size, .kind = REC_HOST_REG};
@@ -256,6 +273,12 @@ FAKE_API CUresult cuMemHostUnregister(void *p) {
   if (!rec) {
     pthread_mutex_unlock(&g_mu);
     return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  }
+  /* A copy still reading the range would read unpinned memory on real hardware: a caller bug
+     the fake reports instead of hiding it by waiting. */
+  if (rec->busy) {
+    pthread_mutex_unlock(&g_mu);
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
   }
   retire(rec);
   g_pinned_bytes -= (long long)rec->size;

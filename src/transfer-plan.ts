@@ -1,0 +1,72 @@
+/**
+ * How one transfer is carried, decided from the settings and the state of the file: through
+ * O_DIRECT or the page cache, how many tasks of a write run at once, and whether a warm read
+ * into the GPU also takes the mapped route. Native code carries out what is decided here.
+ */
+import fs from 'node:fs';
+import { native } from './binding.js';
+import type { Settings } from './config.js';
+
+const MiB = 1024 * 1024;
+
+/** Reads at least this large are checked for page-cache residency under directIoRead 'auto'. */
+export const AUTO_DIRECT_MIN = 64 * MiB;
+/** Under mappedReads 'auto', only reads at least this large take the mapped route as well. */
+export const AUTO_MAPPED_MIN = 256 * MiB;
+/** Buffered writes under writeThreads 'auto': tasks of one write in flight at once. */
+export const AUTO_WRITE_THREADS = 4;
+/** Pages registered per mapped piece (registration cost is per page, its fixed cost per call). */
+export const MAPPED_PIECE = 64 * MiB;
+/** Registration serialises in the CUDA driver: one worker registering is the most that helps. */
+export const MAPPED_RUNNERS = 1;
+
+/** Pages sampled by mincore for a residency estimate. */
+const SAMPLES = 64;
+
+/** The decisions for a read of `size` bytes at `fileOffset`. */
+export interface ReadPlan {
+  direct: boolean;
+  /** Mapped runners and their piece size, when the mapped route takes part. */
+  mapped?: { runners: number; piece: number };
+}
+
+/**
+ * Plans a read. Residency is sampled at most once, and only for reads large enough that either
+ * decision depends on it.
+ *
+ * O_DIRECT under 'auto': large reads of ranges mostly not cached come from the disk either way,
+ * and O_DIRECT reads them faster than the page cache's readahead (docs/performance.md) without
+ * evicting other cached data.
+ *
+ * The mapped route under 'auto': large reads into the GPU whose range is in the page cache. It
+ * needs the range's pages to exist (so not past the end of the file: pinning a page there
+ * fails) and task boundaries on page boundaries (so no two pieces pin the same page).
+ */
+export function planRead(s: Readonly<Settings>, fd: number, fileOffset: number, size: number, intoDevice: boolean, mappedRefused: boolean): ReadPlan {
+  let cached: number | undefined;
+  const residency = () => (cached ??= native().residency(fd, fileOffset, size, SAMPLES));
+  const direct = s.directIoRead === 'auto' ? size >= AUTO_DIRECT_MIN && isCold(residency()) : s.directIoRead;
+  const plan: ReadPlan = { direct };
+  if (!intoDevice || direct || mappedRefused || s.mappedReads === false) return plan;
+  if (fileOffset % 4096 !== 0 || size < 2 * s.taskSize) return plan;
+  if (s.mappedReads === 'auto' && (size < AUTO_MAPPED_MIN || residency() < 1)) return plan;
+  let fileSize: number;
+  try {
+    fileSize = fs.fstatSync(fd).size;
+  } catch {
+    return plan;
+  }
+  if (fileOffset + size > fileSize) return plan;
+  plan.mapped = { runners: MAPPED_RUNNERS, piece: MAPPED_PIECE };
+  return plan;
+}
+
+function isCold(cached: number): boolean {
+  return cached >= 0 && cached < 0.5;
+}
+
+/** Tasks of one write in flight at once; 0 means every thread. */
+export function writeRunners(s: Readonly<Settings>, direct: boolean): number {
+  if (direct) return 0;
+  return s.writeThreads === 'auto' ? AUTO_WRITE_THREADS : s.writeThreads;
+}
