@@ -111,6 +111,8 @@ export interface NativeOpSpec {
   progress?: (bytesDone: number) => void;
   /** Host reads of 1 MiB+ tasks through cache-sized scratch and streaming stores. */
   hostStaging?: boolean;
+  /** Buffered host writes of 1 MiB+ tasks through cache-sized scratch pieces of this size (0 or absent: straight from the source). */
+  writePiece?: number;
   /** At most this many tasks in flight (0 or absent: one per pool thread). */
   maxRunners?: number;
   /** Staged device reads: workers that carry pieces from the range's end by registering page-cache pages. */

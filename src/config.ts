@@ -110,7 +110,7 @@ export function defaults(): Settings {
     directIoRead: 'auto',
     directIoWrite: false,
     writeThreads: 'auto',
-    mappedReads: 'auto',
+    mappedReads: false,
     hostStaging: true,
     cudaLibrary: 'libcuda.so.1',
     cufileLibrary: 'libcufile.so.0',

@@ -12,7 +12,7 @@ import { hostRegion, isHostMemory, type HostMemory } from './host-memory.js';
 import { FileRouting, type FileRoute, type RouteReason } from './routing.js';
 import { anyDevicePrepared, cufileEvidence, currentSettings, ensurePool, prepareDevice } from './runtime.js';
 import { classifyCuFile, globalStats, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
-import { planRead, writeRunners } from './transfer-plan.js';
+import { hostWritePiece, planRead, writeRunners } from './transfer-plan.js';
 import { checkLength, checkRange, describe } from './validate.js';
 
 const openAsync = promisify(fs.open);
@@ -295,7 +295,10 @@ export class PenstockFile {
       write, route: 'posix-host', fd: this.#fd, directFd: plan(size, false).direct ? this.#direct() : -1, fileOffset, size,
       taskSize: s.taskSize, hostBuffer: host.buffer, hostOffset: host.offset + memOffset, hostStaging: s.hostStaging,
     };
-    if (write) spec.maxRunners = writeRunners(s, spec.directFd >= 0);
+    if (write) {
+      spec.maxRunners = writeRunners(s, spec.directFd >= 0);
+      spec.writePiece = hostWritePiece(s);
+    }
     const pinned = host.pinned;
     if (pinned) pinned.busy++;
     return this.#hostRun(spec, signal, options.onProgress, pinned);

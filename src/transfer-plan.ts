@@ -15,6 +15,8 @@ export const AUTO_DIRECT_MIN = 64 * MiB;
 export const AUTO_MAPPED_MIN = 256 * MiB;
 /** Buffered writes under writeThreads 'auto': tasks of one write in flight at once. */
 export const AUTO_WRITE_THREADS = 4;
+/** Host writes through scratch: bytes per piece. */
+export const HOST_WRITE_PIECE = 1 * MiB;
 /** Pages registered per mapped piece (registration cost is per page, its fixed cost per call). */
 export const MAPPED_PIECE = 64 * MiB;
 /** Registration serialises in the CUDA driver: one worker registering is the most that helps. */
@@ -58,11 +60,22 @@ export function planRead(s: Readonly<Settings>, fd: number, fileOffset: number, 
   }
   if (fileOffset + size > fileSize) return plan;
   plan.mapped = { runners: MAPPED_RUNNERS, piece: MAPPED_PIECE };
+  // TEMPORARY tuning probe (bench/stages.ts): "RxP" = R runners, P MiB pieces.
+  const tune = /^(\d+)x(\d+)$/.exec(process.env.PENSTOCK_MAPPED_TUNING ?? '');
+  if (tune) plan.mapped = { runners: Number(tune[1]), piece: Number(tune[2]) * MiB };
   return plan;
 }
 
 function isCold(cached: number): boolean {
   return cached >= 0 && cached < 0.5;
+}
+
+/** Buffered host writes under hostStaging: bytes per piece of scratch (small enough to stay in a core's cache). */
+export function hostWritePiece(s: Readonly<Settings>): number {
+  // TEMPORARY tuning probe (bench/stages.ts): PENSTOCK_WRITE_PIECE in KiB.
+  const t = Number(process.env.PENSTOCK_WRITE_PIECE ?? NaN);
+  if (Number.isFinite(t)) return t * 1024;
+  return s.hostStaging ? HOST_WRITE_PIECE : 0;
 }
 
 /** Tasks of one write in flight at once; 0 means every thread. */

@@ -293,6 +293,7 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
   spec.maxRunners = count("maxRunners", 0);
   spec.mappedRunners = spec.route == Route::PosixDevice && !spec.write ? count("mappedRunners", 0) : 0;
   if (s.Get("mappedPiece").IsNumber()) spec.mappedPiece = ToU64(s.Get("mappedPiece"));
+  if (s.Get("writePiece").IsNumber()) spec.writePiece = ToU64(s.Get("writePiece"));
   Napi::Value staging = s.Get("hostStaging");
   spec.hostStaging = staging.IsBoolean() ? staging.As<Napi::Boolean>().Value() : true;
   Napi::Value progress = s.Get("progress");

@@ -182,14 +182,28 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
   char* mem = spec_.host + begin;
   if (spec_.directFd < 0) {
     if (spec_.write) {
-      int e;
-      {
-        StageTimer t(ioNs_);
-        e = PwriteFull(spec_.fd, mem, length, filePos);
+      // Large writes go through cache-sized scratch: the copy out of the source (from DRAM) then
+      // runs here, beside the other writers, and the kernel's copy into the page cache, which
+      // holds the file's inode lock and so runs one writer at a time, reads from the cache.
+      uint64_t piece = spec_.writePiece && length >= kStageMin ? spec_.writePiece : length;
+      char* scratch = piece < length ? Scratch(piece) : nullptr;
+      if (piece < length && !scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
+      for (uint64_t pos = 0; pos < length && !cancelled_ && !failed_; pos += piece) {
+        uint64_t n = std::min(piece, length - pos);
+        const char* src = mem + pos;
+        if (scratch) {
+          memcpy(scratch, src, n);
+          src = scratch;
+        }
+        int e;
+        {
+          StageTimer t(ioNs_);
+          e = PwriteFull(spec_.fd, src, n, filePos + pos);
+        }
+        if (e) return ErrorRecord::Os(e, "pwrite");
+        AddProgress(n);
+        *done += n;
       }
-      if (e) return ErrorRecord::Os(e, "pwrite");
-      AddProgress(length);
-      *done = length;
       return {};
     }
     int err = 0;

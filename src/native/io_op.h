@@ -34,6 +34,7 @@ struct OpSpec {
   uint64_t cufileBaseOffset = 0;
   bool wantProgress = false;
   bool hostStaging = true;  // host reads through cache-sized scratch and streaming stores
+  uint64_t writePiece = 0;  // buffered host writes through scratch of this size (0: straight)
   // At most this many tasks in flight (0: one per pool thread). Buffered writes into one file
   // serialise on its inode lock, so more writers than a few only wait.
   uint32_t maxRunners = 0;

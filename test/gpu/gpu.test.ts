@@ -59,7 +59,7 @@ describe('GPU', () => {
 
   test('1 GiB file into GPU memory: hash, 256 tasks under one route, route explained', async (t) => {
     if (!gpuOrSkip(t)) return;
-    configure(defaults);
+    configure({ ...defaults, mappedReads: false });
     const { file, hash } = bigFile(2 ** 30);
     await using f = await open(file);
     using buf = DeviceBuffer.alloc(2 ** 30);
@@ -84,6 +84,36 @@ describe('GPU', () => {
     t.diagnostic(`route ${used[0]}: first read ${(2 ** 30 / first / 1e6).toFixed(1)} GB/s, warm ${(2 ** 30 / warm / 1e6).toFixed(1)} GB/s`);
     assert.equal(sha256(await buf.toBuffer()), hash);
     fs.rmSync(file);
+  });
+
+  test('warm 1 GiB with the mapped route: hash, tasks split between two routes or the refusal explained', async (t) => {
+    if (!gpuOrSkip(t)) return;
+    configure({ ...defaults, mappedReads: true });
+    try {
+      const { file, hash } = bigFile(2 ** 30);
+      await using f = await open(file, 'r', { compatMode: 'on' });
+      using buf = DeviceBuffer.alloc(2 ** 30);
+      await f.read(buf);
+      f.resetStats();
+      const t0 = performance.now();
+      assert.equal(await f.read(buf), 2 ** 30);
+      const ms = performance.now() - t0;
+      assert.equal(sha256(await buf.toBuffer()), hash);
+      const s = f.stats().routes;
+      assert.equal(s['mapped-device'].ops + s['posix-device'].ops, 256);
+      assert.equal(s['mapped-device'].bytes + s['posix-device'].bytes, 2 ** 30);
+      if (f.route.mapped) {
+        t.diagnostic(`mapped route refused: ${f.route.mapped.message}`);
+        assert.equal(s['mapped-device'].ops, 0);
+      } else {
+        assert.ok(s['mapped-device'].ops > 0, 'the mapped route carried part of the read');
+        assert.ok(s['posix-device'].ops > 0, 'the staged route carried part of the read');
+      }
+      t.diagnostic(`warm ${(2 ** 30 / ms / 1e6).toFixed(1)} GB/s, mapped ${s['mapped-device'].ops} tasks, staged ${s['posix-device'].ops}`);
+      fs.rmSync(file);
+    } finally {
+      configure(defaults);
+    }
   });
 
   test('the machine refusing cuFile is recorded with its reason', async (t) => {
