@@ -43,11 +43,13 @@ export interface Settings {
    */
   writeThreads: number | 'auto';
   /**
-   * Warm reads into the GPU: one worker also registers the file's page-cache pages with CUDA
-   * and lets the GPU copy straight out of them, from the range's end, while the staged path
-   * works from its front (route `mapped-device`). `'auto'` (default): for reads of 256 MiB or
-   * more whose range is in the page cache; `true`: whenever the range allows it (any size, any
-   * residency); `false`: never.
+   * Warm reads into the GPU: one worker registers the file's page-cache pages with CUDA and
+   * lets the GPU copy straight out of them, from the range's end, while the staged path works
+   * from its front (route `mapped-device`). It needs far less CPU, but registering stalls the
+   * other threads' CUDA calls: measured faster with one or two threads, slower with four or
+   * more (docs/performance.md). `'auto'` (default): with `threads` at most 2, for reads of
+   * 256 MiB or more whose range is in the page cache; `true`: whenever the range allows it (any
+   * size, any residency, any thread count); `false`: never.
    */
   mappedReads: boolean | 'auto';
   /**
@@ -110,7 +112,7 @@ export function defaults(): Settings {
     directIoRead: 'auto',
     directIoWrite: false,
     writeThreads: 'auto',
-    mappedReads: false,
+    mappedReads: 'auto',
     hostStaging: true,
     cudaLibrary: 'libcuda.so.1',
     cufileLibrary: 'libcufile.so.0',

@@ -13,6 +13,12 @@ const MiB = 1024 * 1024;
 export const AUTO_DIRECT_MIN = 64 * MiB;
 /** Under mappedReads 'auto', only reads at least this large take the mapped route as well. */
 export const AUTO_MAPPED_MIN = 256 * MiB;
+/**
+ * Under mappedReads 'auto', only pools this small use it. Registering pages stalls the other
+ * threads' CUDA calls, so beside many staging threads it costs more than it carries; with one
+ * or two threads it carries far more per thread than staging does (docs/performance.md).
+ */
+export const AUTO_MAPPED_MAX_THREADS = 2;
 /** Buffered writes under writeThreads 'auto': tasks of one write in flight at once. */
 export const AUTO_WRITE_THREADS = 4;
 /** Host writes through scratch: bytes per piece. */
@@ -40,7 +46,8 @@ export interface ReadPlan {
  * and O_DIRECT reads them faster than the page cache's readahead (docs/performance.md) without
  * evicting other cached data.
  *
- * The mapped route under 'auto': large reads into the GPU whose range is in the page cache. It
+ * The mapped route under 'auto': large reads into the GPU whose range is in the page cache, by
+ * a pool of at most two threads (where it was measured to win). It
  * needs the range's pages to exist (so not past the end of the file: pinning a page there
  * fails) and task boundaries on page boundaries (so no two pieces pin the same page).
  */
@@ -51,7 +58,7 @@ export function planRead(s: Readonly<Settings>, fd: number, fileOffset: number, 
   const plan: ReadPlan = { direct };
   if (!intoDevice || direct || mappedRefused || s.mappedReads === false) return plan;
   if (fileOffset % 4096 !== 0 || size < 2 * s.taskSize) return plan;
-  if (s.mappedReads === 'auto' && (size < AUTO_MAPPED_MIN || residency() < 1)) return plan;
+  if (s.mappedReads === 'auto' && (s.threads > AUTO_MAPPED_MAX_THREADS || size < AUTO_MAPPED_MIN || residency() < 1)) return plan;
   let fileSize: number;
   try {
     fileSize = fs.fstatSync(fd).size;

@@ -59,7 +59,20 @@ describe('mapped route (mapped-device)', () => {
     }
   });
 
-  test("'auto' leaves small reads alone; 'false' never maps", async () => {
+  test("'auto' maps only large warm reads by small pools; 'false' never maps", async () => {
+    const big = newPath('auto');
+    fs.writeFileSync(big, Buffer.alloc(256 * MiB, 1)); // in the page cache now
+    const bfd = fs.openSync(big, 'r');
+    try {
+      const s = { ...getConfig(), mappedReads: 'auto' as const };
+      assert.deepEqual(planRead({ ...s, threads: 2 }, bfd, 0, 256 * MiB, true, false).mapped, { runners: 1, piece: 64 * MiB });
+      assert.equal(planRead({ ...s, threads: 4 }, bfd, 0, 256 * MiB, true, false).mapped, undefined, 'not beside many staging threads');
+      assert.equal(planRead({ ...s, threads: 2 }, bfd, 0, 128 * MiB, true, false).mapped, undefined, 'not for smaller reads');
+      assert.equal(planRead({ ...s, threads: 2 }, bfd, 4096, 256 * MiB, true, false).mapped, undefined, 'not past the end of the file');
+    } finally {
+      fs.closeSync(bfd);
+      fs.rmSync(big);
+    }
     const { file } = makeFile(MiB);
     const fd = fs.openSync(file, 'r');
     try {
@@ -72,6 +85,31 @@ describe('mapped route (mapped-device)', () => {
     } finally {
       fs.closeSync(fd);
     }
+  });
+
+  test('with one thread the mapped runner carries the read alone, and finishes what it cannot map', async () => {
+    configure({ threads: 1, taskSize: 64 * 1024, bounceBufferSize: 128 * 1024, mappedReads: true });
+    const { file, data } = makeFile(8 * MiB + 4096 * 3);
+    await using f = await open(file, 'r', { compatMode: 'on' });
+    using buf = DeviceBuffer.alloc(data.length);
+    const rec = await f.readRecorded(buf);
+    assert.ok((await buf.toBuffer()).equals(data));
+    assert.equal(rec.bytes, data.length);
+    assert.ok((rec.mapped?.tasks ?? 0) > 0);
+    // The ends meet in quarters of what is left, so the last tasks go through staging.
+    assert.equal(f.stats().routes['mapped-device'].ops + f.stats().routes['posix-device'].ops, Math.ceil(data.length / (64 * 1024)));
+    await using g = await open(file, 'r', { compatMode: 'on' });
+    const refused = await withEnv({ FAKE_CUDA_HOST_REGISTER_FAIL: '1' }, () => g.readRecorded(buf));
+    assert.equal(refused.mapped?.tasks, 0);
+    assert.equal(g.stats().routes['posix-device'].ops, Math.ceil(data.length / (64 * 1024)), 'staging carried it all');
+    assert.ok((await buf.toBuffer()).equals(data));
+    const ac = new AbortController();
+    await using h = await open(file, 'r', { compatMode: 'on' });
+    await withEnv({ FAKE_CUDA_HOST_REGISTER_DELAY_US: '3000' }, async () => {
+      const pending = h.read(buf, { signal: ac.signal });
+      setTimeout(() => ac.abort(), 2);
+      await assert.rejects(pending, { name: 'AbortError' });
+    });
   });
 
   test('a refused registration falls back to the staged path and says why', async () => {

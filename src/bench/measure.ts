@@ -13,6 +13,10 @@ export interface RouteCount {
   /** Reads or writes that took the route. */
   operations: number;
   errors: number;
+  /** Thread time in the route's tasks, and how much of it went to system calls and GPU copy waits. */
+  busySeconds: number;
+  ioSeconds: number;
+  waitSeconds: number;
 }
 
 /** Only routes that carried something appear, so an empty object means no penstock I/O at all. */
@@ -23,7 +27,10 @@ export function routeDelta(before: StatsSnapshot, after: StatsSnapshot): RouteCo
   for (const r of ROUTES) {
     const a = after.routes[r];
     const b = before.routes[r];
-    const d = { ops: a.ops - b.ops, bytes: a.bytes - b.bytes, operations: a.operations - b.operations, errors: a.errors - b.errors };
+    const d = {
+      ops: a.ops - b.ops, bytes: a.bytes - b.bytes, operations: a.operations - b.operations, errors: a.errors - b.errors,
+      busySeconds: a.busySeconds - b.busySeconds, ioSeconds: a.ioSeconds - b.ioSeconds, waitSeconds: a.waitSeconds - b.waitSeconds,
+    };
     if (d.ops || d.bytes || d.operations || d.errors) out[r] = d;
   }
   return out;
@@ -38,6 +45,24 @@ export function describeRoutes(routes: RouteCounts | undefined, fallback = 'no p
     parts.push(`${r} ${c.ops} ops${c.errors ? ` (${c.errors} failed)` : ''}`);
   }
   return parts.length ? parts.join(', ') : fallback;
+}
+
+/**
+ * Where penstock's thread time went, over all routes: "syscalls 64%, GPU waits 35%, other 1%".
+ * "other" is penstock's own work between them (copies through scratch, issuing GPU copies).
+ */
+export function describeStages(routes: RouteCounts | undefined): string {
+  let busy = 0, io = 0, wait = 0;
+  for (const r of ROUTES) {
+    const c = routes?.[r];
+    if (!c) continue;
+    busy += c.busySeconds;
+    io += c.ioSeconds;
+    wait += c.waitSeconds;
+  }
+  if (busy <= 0) return '';
+  const pct = (x: number) => `${Math.round((100 * x) / busy)}%`;
+  return [`syscalls ${pct(io)}`, ...(wait > 0 ? [`GPU waits ${pct(wait)}`] : []), `other ${pct(Math.max(0, busy - io - wait))}`].join(', ');
 }
 
 function cpuSecondsNow(): number {

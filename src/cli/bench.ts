@@ -9,7 +9,7 @@ import path from 'node:path';
 import { ArgError, oneOf, parseCommandLine, parseIntArg, parseIntList, parseSizeArg, parseSizeList } from '../bench/args.js';
 import { describeDrop, dropFilePages, type DropResult } from '../bench/cold.js';
 import { formatCpu, formatGBps, formatSeconds, formatSize, textTable } from '../bench/format.js';
-import { describeRoutes, measure, type RouteCounts } from '../bench/measure.js';
+import { describeRoutes, describeStages, measure, type RouteCounts } from '../bench/measure.js';
 import { ProgressBar } from '../bench/progress.js';
 import type { Sample } from '../bench/stats.js';
 import { fileSystemType, freeBytes, machineInfo } from '../bench/system.js';
@@ -346,11 +346,11 @@ function printHeader(args: BenchArgs, target: string, file: string, created: boo
 function printTable(results: BenchResult[]): void {
   const rows = results.map((r) =>
     r.error !== undefined
-      ? [String(r.threads), formatSize(r.taskSize), 'failed', '', '', '', '', r.error]
+      ? [String(r.threads), formatSize(r.taskSize), 'failed', '', '', '', '', r.error, '']
       : [
           String(r.threads), formatSize(r.taskSize), formatGBps(r.medianGBps), formatGBps(r.minGBps), formatGBps(r.maxGBps),
-          formatSeconds(r.medianSeconds), formatCpu(r.cpuSecondsPerGB), describeRoutes(r.routes),
+          formatSeconds(r.medianSeconds), formatCpu(r.cpuSecondsPerGB), describeRoutes(r.routes), describeStages(r.routes),
         ],
   );
-  out('\n' + textTable(['threads', 'task', 'GB/s median', 'min', 'max', 'time', 'CPU s/GB', 'route'], rows, ['right', 'right', 'right', 'right', 'right', 'right', 'right', 'left']));
+  out('\n' + textTable(['threads', 'task', 'GB/s median', 'min', 'max', 'time', 'CPU s/GB', 'route', 'thread time'], rows, ['right', 'right', 'right', 'right', 'right', 'right', 'right', 'left', 'left']));
 }

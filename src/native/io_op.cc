@@ -60,13 +60,13 @@ void Operation::Start() {
   uint64_t runners = std::min<uint64_t>(n, std::max(1, pool.Size()));
   if (spec_.maxRunners) runners = std::min<uint64_t>(runners, spec_.maxRunners);
   // Mapped runners need page-aligned task boundaries in the file (registration works on whole
-  // pages, and neighbouring pieces must not share one), and leave at least one staged runner.
+  // pages, and neighbouring pieces must not share one).
   uint64_t mapped = 0;
-  if (spec_.mappedRunners && spec_.route == Route::PosixDevice && !spec_.write && runners > 1 &&
+  if (spec_.mappedRunners && spec_.route == Route::PosixDevice && !spec_.write &&
       spec_.fileOffset % kAlign == 0 && task % kAlign == 0 && Cuda().MemHostRegister && Cuda().MemHostUnregister) {
     ErrorRecord e = MapRange();
     if (e.ok()) {
-      mapped = std::min<uint64_t>(spec_.mappedRunners, runners - 1);
+      mapped = std::min<uint64_t>(spec_.mappedRunners, runners);
     } else {
       mappedError_ = std::move(e);
       mappedFailed_ = true;

@@ -46,10 +46,17 @@ void Operation::RunMapped() {
   FlushWorkerPipes();
   DeviceState* d = PreparedDevice(spec_.device);
   int w = ThreadPool::WorkerIndex();
-  // The runner holds one count of remaining_ of its own, so the operation cannot settle before
-  // its time is added up.
+  // Whatever is left when the mapped runner stops (the ends met, a refusal, a failure, a
+  // cancellation) it takes from the front like a staged runner, so an operation needs no other
+  // runner to finish. It holds one count of remaining_ of its own, so the operation cannot
+  // settle before its time is added up.
   auto done = [&] {
     mappedBusyNs_ += StageTimer::Now() - t0;
+    for (uint64_t got = 1; got;) {
+      uint64_t i = ClaimFront(&got);
+      if (got) RunTask(i * taskBytes_, std::min(taskBytes_, spec_.size - i * taskBytes_));
+    }
+    FlushWorkerPipes();
     FinishTask();
   };
   if (!d || w < 0 || w >= static_cast<int>(d->slots.size())) return done();  // staged runners claim all
@@ -109,12 +116,11 @@ void Operation::RunMapped() {
       }
       complete(h ^ 1);
       mappedBusyNs_ += StageTimer::Now() - t0;
-      t0 = StageTimer::Now();  // RunTask counts its own time, under the staged route
       for (uint64_t i = 0; i < got; ++i) {
         uint64_t b = (first + i) * taskBytes_;
         RunTask(b, std::min(taskBytes_, spec_.size - b));
       }
-      FlushWorkerPipes();
+      t0 = StageTimer::Now();  // RunTask counted its own time, under the staged route
       return done();
     }
     r = cu.MemcpyHtoDAsync(spec_.dev + begin, src, bytes, s.stream);
