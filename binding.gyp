@@ -9,6 +9,7 @@
         "src/native/device.cc",
         "src/native/host_memory.cc",
         "src/native/io_op.cc",
+        "src/native/posix_tasks.cc",
         "src/native/mapped_read.cc",
         "src/native/stream_copy.cc",
         "src/native/posix_io.cc",

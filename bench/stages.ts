@@ -21,9 +21,9 @@ const { values } = parseArgs({
   options: {
     dir: { type: 'string', default: os.tmpdir() },
     size: { type: 'string', default: '1GiB' },
-    'read-sizes': { type: 'string', default: '1GiB,4GiB' },
-    'write-threads': { type: 'string', default: '1,2,4,8,16' },
-    'read-threads': { type: 'string', default: '16' },
+    'read-sizes': { type: 'string', default: '1GiB' },
+    'write-threads': { type: 'string', default: '1,4,16' },
+    'read-threads': { type: 'string', default: '1,2,4,16' },
     repeat: { type: 'string', default: '5' },
     only: { type: 'string', default: 'writes,reads' },
     json: { type: 'string' },
@@ -98,8 +98,6 @@ function makeFile(file: string, size: number): void {
 interface Variant {
   label: string;
   settings: Partial<Settings>;
-  /** Tuning probes read from the environment, set for this variant alone. */
-  env?: Record<string, string>;
 }
 
 /** Runs every variant once per round, in alternating order; the first round only warms up. */
@@ -108,13 +106,8 @@ async function rounds(variants: Variant[], run: (v: Variant) => Promise<Sample |
   for (let r = -1; r < repeat; r++) {
     for (const v of r % 2 ? variants : [...variants].reverse()) {
       configure({ ...initial, ...v.settings });
-      for (const [k, x] of Object.entries(v.env ?? {})) process.env[k] = x;
-      try {
-        const s = await run(v);
-        if (r >= 0 && s) got.get(v.label)!.push(s);
-      } finally {
-        for (const k of Object.keys(v.env ?? {})) delete process.env[k];
-      }
+      const s = await run(v);
+      if (r >= 0 && s) got.get(v.label)!.push(s);
     }
   }
   configure(initial);
@@ -127,13 +120,12 @@ async function writes(): Promise<void> {
   using dev = DeviceBuffer.alloc(size);
   const host = Buffer.alloc(size, 7);
   await dev.copyFrom(host);
-  const pieces = (process.env.PENSTOCK_STAGES_WRITE_PIECES ?? '').split(',').filter(Boolean);
   console.log(`writes of ${values.size} into a new file each repeat (fsync after, untimed), variants alternating`);
   for (const wt of values['write-threads']!.split(',').map(Number)) {
     const variants: Variant[] = [
       { label: `GPU → file, writeThreads ${wt}`, settings: { writeThreads: wt } },
       { label: `host → file, writeThreads ${wt}`, settings: { writeThreads: wt } },
-      ...pieces.map((k) => ({ label: `host → file, writeThreads ${wt}, scratch ${k} KiB`, settings: { writeThreads: wt }, env: { PENSTOCK_WRITE_PIECE: k } })),
+      { label: `host → file, writeThreads ${wt}, hostStaging off`, settings: { writeThreads: wt, hostStaging: false } },
     ];
     const got = await rounds(variants, async (v) => {
       fs.rmSync(file, { force: true });
@@ -143,7 +135,7 @@ async function writes(): Promise<void> {
       await f.close();
       return s;
     });
-    for (const v of variants) report(`write ${v.label}`, size, got.get(v.label)!, { op: 'write', ...v.settings, env: v.env });
+    for (const v of variants) report(`write ${v.label}`, size, got.get(v.label)!, { op: 'write', ...v.settings });
     const med = (l: string) => median(got.get(l)!.map((x) => size / x.seconds));
     console.log(`  GPU / host: ${(med(variants[0]!.label) / med(variants[1]!.label)).toFixed(3)}`);
   }
@@ -151,7 +143,6 @@ async function writes(): Promise<void> {
 }
 
 async function reads(): Promise<void> {
-  const tunings = (process.env.PENSTOCK_STAGES_MAPPED ?? '1x64').split(',');
   for (const size of values['read-sizes']!.split(',').map(parseSize)) {
     const file = path.join(values.dir!, `penstock-stages-r-${process.pid}.bin`);
     makeFile(file, size);
@@ -163,10 +154,10 @@ async function reads(): Promise<void> {
       console.log(`warm reads of ${size / 2 ** 30} GiB into the GPU at ${threads} threads, staged only and with the mapped route, alternating`);
       const variants: Variant[] = [
         { label: `staged only, ${threads} threads`, settings: { threads, mappedReads: false } },
-        ...tunings.map((t) => ({ label: `mapped ${t}, ${threads} threads`, settings: { threads, mappedReads: true }, env: { PENSTOCK_MAPPED_TUNING: t } })),
+        { label: `with the mapped route, ${threads} threads`, settings: { threads, mappedReads: true } },
       ];
       const got = await rounds(variants, (v) => sample(() => f.read(dev)));
-      for (const v of variants) report(`read → GPU ${size / 2 ** 30} GiB, ${v.label}`, size, got.get(v.label)!, { op: 'read', ...v.settings, env: v.env });
+      for (const v of variants) report(`read → GPU ${size / 2 ** 30} GiB, ${v.label}`, size, got.get(v.label)!, { op: 'read', ...v.settings });
     }
     if (f.route.mapped) console.log(`  mapped route refused: ${f.route.mapped.message}`);
     await f.close();

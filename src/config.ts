@@ -48,14 +48,16 @@ export interface Settings {
    * from its front (route `mapped-device`). It needs far less CPU, but registering stalls the
    * other threads' CUDA calls: measured faster with one or two threads, slower with four or
    * more (docs/performance.md). `'auto'` (default): with `threads` at most 2, for reads of
-   * 256 MiB or more whose range is in the page cache; `true`: whenever the range allows it (any
+   * 64 MiB or more whose range is in the page cache; `true`: whenever the range allows it (any
    * size, any residency, any thread count); `false`: never.
    */
   mappedReads: boolean | 'auto';
   /**
    * Host reads of large tasks go through a small cache-resident scratch buffer and are copied out
    * with streaming (non-temporal) stores, which moves less through DRAM than a plain pread into a
-   * large buffer (see docs/performance.md). Default true; false reads straight into the target.
+   * large buffer; buffered host writes are copied into such scratch before each pwrite, so the
+   * kernel's copy (one writer at a time, under the inode lock) reads from the cache (see
+   * docs/performance.md). Default true; false reads and writes straight from the caller's memory.
    */
   hostStaging: boolean;
   /** Path or soname of the CUDA driver library. Default `libcuda.so.1`. */

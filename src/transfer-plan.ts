@@ -12,7 +12,7 @@ const MiB = 1024 * 1024;
 /** Reads at least this large are checked for page-cache residency under directIoRead 'auto'. */
 export const AUTO_DIRECT_MIN = 64 * MiB;
 /** Under mappedReads 'auto', only reads at least this large take the mapped route as well. */
-export const AUTO_MAPPED_MIN = 256 * MiB;
+export const AUTO_MAPPED_MIN = 64 * MiB;
 /**
  * Under mappedReads 'auto', only pools this small use it. Registering pages stalls the other
  * threads' CUDA calls, so beside many staging threads it costs more than it carries; with one
@@ -21,7 +21,10 @@ export const AUTO_MAPPED_MIN = 256 * MiB;
 export const AUTO_MAPPED_MAX_THREADS = 2;
 /** Buffered writes under writeThreads 'auto': tasks of one write in flight at once. */
 export const AUTO_WRITE_THREADS = 4;
-/** Host writes through scratch: bytes per piece. */
+/**
+ * Host writes through scratch: bytes per piece, small enough to stay in a core's cache (256 KiB
+ * and 1 MiB measured alike).
+ */
 export const HOST_WRITE_PIECE = 1 * MiB;
 /** Pages registered per mapped piece (registration cost is per page, its fixed cost per call). */
 export const MAPPED_PIECE = 64 * MiB;
@@ -67,9 +70,6 @@ export function planRead(s: Readonly<Settings>, fd: number, fileOffset: number, 
   }
   if (fileOffset + size > fileSize) return plan;
   plan.mapped = { runners: MAPPED_RUNNERS, piece: MAPPED_PIECE };
-  // TEMPORARY tuning probe (bench/stages.ts): "RxP" = R runners, P MiB pieces.
-  const tune = /^(\d+)x(\d+)$/.exec(process.env.PENSTOCK_MAPPED_TUNING ?? '');
-  if (tune) plan.mapped = { runners: Number(tune[1]), piece: Number(tune[2]) * MiB };
   return plan;
 }
 
@@ -79,9 +79,6 @@ function isCold(cached: number): boolean {
 
 /** Buffered host writes under hostStaging: bytes per piece of scratch (small enough to stay in a core's cache). */
 export function hostWritePiece(s: Readonly<Settings>): number {
-  // TEMPORARY tuning probe (bench/stages.ts): PENSTOCK_WRITE_PIECE in KiB.
-  const t = Number(process.env.PENSTOCK_WRITE_PIECE ?? NaN);
-  if (Number.isFinite(t)) return t * 1024;
   return s.hostStaging ? HOST_WRITE_PIECE : 0;
 }
 

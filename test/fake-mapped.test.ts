@@ -61,14 +61,19 @@ describe('mapped route (mapped-device)', () => {
 
   test("'auto' maps only large warm reads by small pools; 'false' never maps", async () => {
     const big = newPath('auto');
-    fs.writeFileSync(big, Buffer.alloc(256 * MiB, 1)); // in the page cache now
+    fs.writeFileSync(big, Buffer.alloc(64 * MiB, 1)); // in the page cache now
     const bfd = fs.openSync(big, 'r');
     try {
       const s = { ...getConfig(), mappedReads: 'auto' as const };
-      assert.deepEqual(planRead({ ...s, threads: 2 }, bfd, 0, 256 * MiB, true, false).mapped, { runners: 1, piece: 64 * MiB });
-      assert.equal(planRead({ ...s, threads: 4 }, bfd, 0, 256 * MiB, true, false).mapped, undefined, 'not beside many staging threads');
-      assert.equal(planRead({ ...s, threads: 2 }, bfd, 0, 128 * MiB, true, false).mapped, undefined, 'not for smaller reads');
-      assert.equal(planRead({ ...s, threads: 2 }, bfd, 4096, 256 * MiB, true, false).mapped, undefined, 'not past the end of the file');
+      assert.deepEqual(planRead({ ...s, threads: 2 }, bfd, 0, 64 * MiB, true, false).mapped, { runners: 1, piece: 64 * MiB });
+      assert.deepEqual(planRead({ ...s, threads: 1 }, bfd, 0, 64 * MiB, true, false).mapped, { runners: 1, piece: 64 * MiB });
+      assert.equal(planRead({ ...s, threads: 4 }, bfd, 0, 64 * MiB, true, false).mapped, undefined, 'not beside many staging threads');
+      assert.equal(planRead({ ...s, threads: 2 }, bfd, 0, 32 * MiB, true, false).mapped, undefined, 'not for smaller reads');
+      assert.equal(planRead({ ...s, threads: 2 }, bfd, 4096, 64 * MiB, true, false).mapped, undefined, 'not past the end of the file');
+      fs.writeFileSync(big, Buffer.alloc(64 * MiB, 2));
+      await p.dropPageCache(big);
+      if ((await p.pageCacheResidency(big)) < 0.5)
+        assert.equal(planRead({ ...s, threads: 2, directIoRead: false }, bfd, 0, 64 * MiB, true, false).mapped, undefined, 'not for a cold range');
     } finally {
       fs.closeSync(bfd);
       fs.rmSync(big);
