@@ -47,8 +47,12 @@ void Operation::Start() {
   // Mapped runners need page-aligned task boundaries in the file (registration works on whole
   // pages, and neighbouring pieces must not share one).
   uint64_t mapped = 0;
-  if (spec_.mappedRunners && spec_.route == Route::PosixDevice && !spec_.write &&
-      spec_.fileOffset % kAlign == 0 && task % kAlign == 0 && Cuda().MemHostRegister && Cuda().MemHostUnregister) {
+  bool canRegister = Cuda().MemHostRegister && Cuda().MemHostUnregister;
+  if (spec_.mappedRunners && !canRegister) {
+    mappedError_ = ErrorRecord::Misuse("ERR_PENSTOCK_MAPPED_UNAVAILABLE", "this CUDA driver has no cuMemHostRegister");
+    mappedFailed_ = true;
+  } else if (spec_.mappedRunners && spec_.route == Route::PosixDevice && !spec_.write &&
+             spec_.fileOffset % kAlign == 0 && task % kAlign == 0) {
     ErrorRecord e = MapRange();
     if (e.ok()) {
       mapped = std::min<uint64_t>(spec_.mappedRunners, runners);
