@@ -111,7 +111,7 @@ export interface NativeOpSpec {
   progress?: (bytesDone: number) => void;
   /** Host reads of 1 MiB+ tasks through cache-sized scratch and streaming stores. */
   hostStaging?: boolean;
-  /** Buffered host writes of 1 MiB+ tasks through cache-sized scratch pieces of this size (0 or absent: straight from the source). */
+  /** Buffered writes through cache-sized scratch: host writes of 1 MiB+ tasks in pieces of this size, staged writes piece by piece (0 or absent: none). */
   writePiece?: number;
   /** At most this many tasks in flight (0 or absent: one per pool thread). */
   maxRunners?: number;

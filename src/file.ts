@@ -12,7 +12,7 @@ import { hostRegion, isHostMemory, type HostMemory } from './host-memory.js';
 import { FileRouting, type FileRoute, type RouteReason } from './routing.js';
 import { anyDevicePrepared, cufileEvidence, currentSettings, ensurePool, prepareDevice } from './runtime.js';
 import { classifyCuFile, globalStats, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
-import { hostWritePiece, planRead, writeRunners } from './transfer-plan.js';
+import { planRead, writeRunners, writeScratchPiece } from './transfer-plan.js';
 import { checkLength, checkRange, describe } from './validate.js';
 
 const openAsync = promisify(fs.open);
@@ -268,7 +268,10 @@ export class PenstockFile {
         prepareDevice(device);
         const p = plan(size, true);
         spec.directFd = p.direct ? this.#direct() : -1;
-        if (write) spec.maxRunners = writeRunners(s, spec.directFd >= 0);
+        if (write) {
+          spec.maxRunners = writeRunners(s, spec.directFd >= 0);
+          spec.writePiece = writeScratchPiece(s, spec.maxRunners);
+        }
         if (p.mapped) {
           spec.mappedRunners = p.mapped.runners;
           spec.mappedPiece = p.mapped.piece;
@@ -297,7 +300,7 @@ export class PenstockFile {
     };
     if (write) {
       spec.maxRunners = writeRunners(s, spec.directFd >= 0);
-      spec.writePiece = hostWritePiece(s);
+      spec.writePiece = writeScratchPiece(s, spec.maxRunners);
     }
     const pinned = host.pinned;
     if (pinned) pinned.busy++;

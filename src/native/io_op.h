@@ -34,7 +34,9 @@ struct OpSpec {
   uint64_t cufileBaseOffset = 0;
   bool wantProgress = false;
   bool hostStaging = true;  // host reads through cache-sized scratch and streaming stores
-  uint64_t writePiece = 0;  // buffered host writes through scratch of this size (0: straight)
+  // Buffered writes through cache-sized scratch: host writes in pieces of this size, staged
+  // writes piece by piece (0: straight from the source or the bounce buffer).
+  uint64_t writePiece = 0;
   // At most this many tasks in flight (0: one per pool thread). Buffered writes into one file
   // serialise on its inode lock, so more writers than a few only wait.
   uint32_t maxRunners = 0;

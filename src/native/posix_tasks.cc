@@ -223,7 +223,12 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
     if (r == CUDA_SUCCESS) r = cu.EventRecord(s.events[k & 1], s.stream);
     return r;
   };
+  // As for host writes: a copy into cache-sized scratch, beside the other writers, lets the
+  // kernel's copy under the inode lock read from this core's cache instead of from wherever the
+  // GPU's copy left the bytes.
+  char* scratch = !direct && spec_.writePiece ? Scratch(pieceMax) : nullptr;
   ErrorRecord err;
+  if (!direct && spec_.writePiece && !scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
   CUresult r = issue(0);
   if (r != CUDA_SUCCESS) err = ErrorRecord::FromCuda(r, "cuMemcpyDtoHAsync");
   for (uint64_t k = 0; k < pieces && err.ok(); ++k) {
@@ -243,10 +248,15 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
     }
     uint64_t pos = begin + k * pieceMax;
     uint64_t n = std::min(pieceMax, begin + length - pos);
+    const char* src = place(k);
+    if (scratch) {
+      memcpy(scratch, src, n);
+      src = scratch;
+    }
     int e;
     {
       StageTimer t(ioNs_);
-      e = WriteMaybeDirect(spec_.fd, spec_.directFd, place(k), spec_.fileOffset + pos, n);
+      e = WriteMaybeDirect(spec_.fd, spec_.directFd, src, spec_.fileOffset + pos, n);
     }
     if (e) {
       err = ErrorRecord::Os(e, "pwrite");
@@ -259,6 +269,5 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
   if (r != CUDA_SUCCESS && err.ok()) err = ErrorRecord::FromCuda(r, "cuStreamSynchronize");
   return err;
 }
-
 
 }  // namespace penstock
