@@ -50,6 +50,11 @@ export interface Row {
   error?: string;
   /** The machine limit this row is compared with, and the fraction of it reached. */
   limit?: { name: string; gbps: number; fraction: number };
+  /**
+   * Cold rows compared with the disk: dd's O_DIRECT rate on the same file, measured just before
+   * each timed repeat, so that each repeat has its own disk rate from the same moment.
+   */
+  pairedDiskGBps?: number[];
 }
 
 export interface LimitEntry {

@@ -35,6 +35,8 @@ export interface RowOptions {
   threads?: number;
   taskSize?: number;
   concurrency?: number;
+  /** Untimed, before each timed repeat, after the pages are dropped. */
+  beforeRepeat?: () => void;
 }
 
 /** Small transfers repeat within one timed repeat until about 256 MiB have moved (at most 256 times). */
@@ -77,6 +79,7 @@ export async function measureRow(env: Env, section: string, m: Method, size: num
       iterations: iterationsFor(size, state),
       prepare: async () => {
         if (state === 'cold') drop();
+        o.beforeRepeat?.();
         await runner.prepare?.();
       },
       settle: runner.settle?.bind(runner),
@@ -152,7 +155,19 @@ export async function coldReads(env: Env): Promise<void> {
   const sizes = env.suite.opts.quick ? [env.sweepSize] : env.sizes.filter((s) => s >= MiB && s <= env.sweepSize);
   const methods = [...(env.gpu ? [penstockRead('device'), readFileThenCopy] : []), penstockRead('host'), readFileHost];
   if (!env.gpu) env.suite.skip('cold reads into the GPU', 'no GPU');
-  for (const size of sizes) for (const m of methods) await measureRow(env, 'cold', m, size, { state: 'cold' });
+  for (const size of sizes)
+    for (const m of methods) {
+      // The rows the targets compare with the disk get their own dd run before every repeat.
+      const paired: number[] = [];
+      const pair = size === env.sweepSize && m.id.startsWith('penstock-');
+      const beforeRepeat = pair ? () => void paired.push(ddDirectRead(file).gbps) : undefined;
+      const row = await measureRow(env, 'cold', m, size, { state: 'cold', ...(beforeRepeat ? { beforeRepeat } : {}) });
+      if (pair && paired.length) {
+        row.pairedDiskGBps = paired;
+        rates.push(...paired);
+        env.suite.writeJson();
+      }
+    }
   ddRates(env, file, rates);
   diskLimit(env, command, rates);
 }

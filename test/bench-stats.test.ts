@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { formatGBps, formatMicros, markdownTable, textTable } from '../src/bench/format.js';
-import { describeRoutes, measure, measureLatency, routeDelta } from '../src/bench/measure.js';
+import { describeRoutes, describeStages, measure, measureLatency, routeDelta } from '../src/bench/measure.js';
+import { computeTargets } from '../bench/report.js';
+import type { SuiteReport } from '../bench/context.js';
+import { formatRatio } from '../src/bench/format.js';
 import { renderBar } from '../src/bench/progress.js';
 import { gbps, median, percentile, summarize } from '../src/bench/stats.js';
 import { parseDdOutput } from '../src/bench/system.js';
@@ -81,6 +84,35 @@ describe('benchmark statistics', () => {
     assert.equal(d['posix-host']!.ops, 256);
     assert.equal(describeRoutes(d), 'posix-host 256 ops');
     assert.equal(describeRoutes({}, 'fs.readFile'), 'fs.readFile');
+  });
+
+  it('says where thread time went, over all routes', () => {
+    const before = stats();
+    const after: StatsSnapshot = structuredClone(before);
+    Object.assign(after.routes['posix-device'], { ops: 4, bytes: 4, busySeconds: 2, ioSeconds: 1, waitSeconds: 0.5 });
+    Object.assign(after.routes['mapped-device'], { ops: 4, bytes: 4, busySeconds: 2, ioSeconds: 2 });
+    const d = routeDelta(before, after);
+    assert.equal(d['posix-device']!.waitSeconds, 0.5);
+    assert.equal(describeStages(d), 'syscalls 75%, GPU waits 13%, other 13%');
+    assert.equal(describeStages({ 'posix-host': { ...d['posix-device']!, waitSeconds: 0 } }), 'syscalls 50%, other 50%');
+    assert.equal(describeStages({}), '');
+  });
+
+  it('compares each cold repeat with the dd run just before it', () => {
+    const row = (samples: number[], paired?: number[]) => ({
+      section: 'cold', methodId: 'penstock-device-read', method: 'penstock', target: 'device' as const, op: 'read' as const, state: 'cold' as const,
+      size: 2 ** 30, path: '', medianGBps: samples[1]! / 1e9,
+      samples: samples.map((bps) => ({ seconds: 1, bytes: bps, cpuSeconds: 0 })), ...(paired ? { pairedDiskGBps: paired } : {}),
+    });
+    const report = (r: ReturnType<typeof row>, disk: number) =>
+      ({ machine: { gpu: 'H200' }, limits: [{ name: 'disk-direct', what: '', path: '', gbps: disk }], results: [r], latency: [] }) as unknown as SuiteReport;
+    const cold = (rep: SuiteReport) => computeTargets(rep, 2 ** 30).find((t) => t.name.startsWith('cold'))!;
+    // Paired: 1.8/2.0, 1.6/1.6, 1.2/1.5 → ratios 0.9, 1.0, 0.8 → median 0.9 (a miss), whatever the run's median dd.
+    const paired = cold(report(row([1.8e9, 1.6e9, 1.2e9], [2.0, 1.6, 1.5]), 1.0));
+    assert.equal(paired.status, 'miss');
+    assert.equal(paired.measured, formatRatio(0.9));
+    // Unpaired: the median repeat over the run's median dd rate.
+    assert.equal(cold(report(row([1.8e9, 1.6e9, 1.2e9]), 1.6)).measured, formatRatio(1.0));
   });
 
   it("reads dd's rate line", () => {
