@@ -34,7 +34,8 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
       // Large writes go through cache-sized scratch: the copy out of the source (from DRAM) then
       // runs here, beside the other writers, and the kernel's copy into the page cache, which
       // holds the file's inode lock and so runs one writer at a time, reads from the cache.
-      uint64_t piece = spec_.writePiece && length >= kStageMin ? spec_.writePiece : length;
+      // Only beside other writers: alone, the extra copy would just add to the time.
+      uint64_t piece = spec_.writePiece && length >= kStageMin && tasks_ > 1 ? spec_.writePiece : length;
       char* scratch = piece < length ? Scratch(piece) : nullptr;
       if (piece < length && !scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
       for (uint64_t pos = 0; pos < length && !cancelled_ && !failed_; pos += piece) {
@@ -225,10 +226,11 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
   };
   // As for host writes: a copy into cache-sized scratch, beside the other writers, lets the
   // kernel's copy under the inode lock read from this core's cache instead of from wherever the
-  // GPU's copy left the bytes.
-  char* scratch = !direct && spec_.writePiece ? Scratch(pieceMax) : nullptr;
+  // GPU's copy left the bytes. Only beside other writers: alone, it would just add to the time.
+  bool useScratch = !direct && spec_.writePiece && tasks_ > 1;
+  char* scratch = useScratch ? Scratch(pieceMax) : nullptr;
   ErrorRecord err;
-  if (!direct && spec_.writePiece && !scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
+  if (useScratch && !scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
   CUresult r = issue(0);
   if (r != CUDA_SUCCESS) err = ErrorRecord::FromCuda(r, "cuMemcpyDtoHAsync");
   for (uint64_t k = 0; k < pieces && err.ok(); ++k) {
