@@ -11,8 +11,8 @@ import { AbortError, fromNative, usage } from './errors.js';
 import { hostRegion, isHostMemory, type HostMemory } from './host-memory.js';
 import { FileRouting, type FileRoute, type RouteReason } from './routing.js';
 import { anyDevicePrepared, cufileEvidence, currentSettings, ensurePool, prepareDevice } from './runtime.js';
-import { classifyCuFile, globalStats, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
-import { planRead, writeRunners, writeScratchPiece } from './transfer-plan.js';
+import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
+import { planRead, planWrite } from './transfer-plan.js';
 import { checkLength, checkRange, describe } from './validate.js';
 
 const openAsync = promisify(fs.open);
@@ -268,10 +268,7 @@ export class PenstockFile {
         prepareDevice(device);
         const p = plan(size, true);
         spec.directFd = p.direct ? this.#direct() : -1;
-        if (write) {
-          spec.maxRunners = writeRunners(s, spec.directFd >= 0);
-          spec.writePiece = writeScratchPiece(s, spec.maxRunners);
-        }
+        if (write) Object.assign(spec, planWrite(s, spec.directFd >= 0));
         if (p.mapped) {
           spec.mappedRunners = p.mapped.runners;
           spec.mappedPiece = p.mapped.piece;
@@ -298,10 +295,7 @@ export class PenstockFile {
       write, route: 'posix-host', fd: this.#fd, directFd: plan(size, false).direct ? this.#direct() : -1, fileOffset, size,
       taskSize: s.taskSize, hostBuffer: host.buffer, hostOffset: host.offset + memOffset, hostStaging: s.hostStaging,
     };
-    if (write) {
-      spec.maxRunners = writeRunners(s, spec.directFd >= 0);
-      spec.writePiece = writeScratchPiece(s, spec.maxRunners);
-    }
+    if (write) Object.assign(spec, planWrite(s, spec.directFd >= 0));
     const pinned = host.pinned;
     if (pinned) pinned.busy++;
     return this.#hostRun(spec, signal, options.onProgress, pinned);
@@ -360,27 +354,17 @@ export class PenstockFile {
   }
 
   /**
-   * The record of one operation: the mapped route's share apart from the rest. A mapped share
-   * that could not go ahead is remembered, so later reads of this file do not try again, and
-   * shows in `route.mapped`.
+   * The record of one operation. A mapped share that could not go ahead is remembered, so later
+   * reads of this file do not try again, and shows in `route.mapped`.
    */
   #record(route: Route, device: number | undefined, r: NativeOpResult | undefined, failed: boolean, direct: boolean): OpRecord {
-    const m = r?.mapped;
-    const rec: OpRecord = {
-      route, tasks: r?.tasks ?? 0, bytes: r?.bytes ?? 0,
-      busyNs: r?.busyNs ?? 0, ioNs: r?.ioNs ?? 0, waitNs: r?.waitNs ?? 0, failed, direct,
-    };
-    if (r) rec.peakTasks = r.peakTasks;
-    if (device !== undefined) rec.device = device;
-    if (m) {
-      rec.mapped = { tasks: m.tasks, bytes: m.bytes, busyNs: m.busyNs, ioNs: m.ioNs, waitNs: m.waitNs };
-      if (m.error) {
-        const code = m.error.code ?? 'ERROR';
-        rec.mappedFallback = this.#mappedRefused ??= {
-          code: 'MAPPED_REFUSED',
-          message: `The GPU could not copy straight from this file's page cache (${code}: ${m.error.message}); penstock's staged path carries its reads instead.`,
-        };
-      }
+    const rec = recordOf(route, device, r, failed, direct);
+    const e = r?.mapped?.error;
+    if (e) {
+      rec.mappedFallback = this.#mappedRefused ??= {
+        code: 'MAPPED_REFUSED',
+        message: `The GPU could not copy straight from this file's page cache (${e.code ?? 'ERROR'}: ${e.message}); penstock's staged path carries its reads instead.`,
+      };
     }
     return rec;
   }

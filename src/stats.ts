@@ -2,6 +2,7 @@
  * The route of every operation, on record. Each task is counted under the route that actually
  * carried it; `gds` is only ever recorded on evidence from cuFile's own counters.
  */
+import type { NativeOpResult } from './binding.js';
 
 /**
  * - `gds`: cuFile moved the data by DMA between storage and GPU memory (cuFile's counters show
@@ -82,6 +83,18 @@ export interface OpRecord extends WorkShare {
   mapped?: WorkShare;
   /** Why the mapped share stopped early, or could not start. */
   mappedFallback?: { code: string; message: string };
+}
+
+/** An operation's record from what native code reported (nothing, when it failed early). */
+export function recordOf(route: Route, device: number | undefined, r: NativeOpResult | undefined, failed: boolean, direct: boolean): OpRecord {
+  const rec: OpRecord = {
+    route, tasks: r?.tasks ?? 0, bytes: r?.bytes ?? 0, busyNs: r?.busyNs ?? 0, ioNs: r?.ioNs ?? 0, waitNs: r?.waitNs ?? 0, failed, direct,
+  };
+  if (r) rec.peakTasks = r.peakTasks;
+  if (device !== undefined) rec.device = device;
+  const m = r?.mapped;
+  if (m) rec.mapped = { tasks: m.tasks, bytes: m.bytes, busyNs: m.busyNs, ioNs: m.ioNs, waitNs: m.waitNs };
+  return rec;
 }
 
 export class StatsBook {

@@ -91,3 +91,9 @@ export function writeRunners(s: Readonly<Settings>, direct: boolean): number {
   if (direct) return 0;
   return Math.min(s.threads, s.writeThreads === 'auto' ? AUTO_WRITE_THREADS : s.writeThreads);
 }
+
+/** The native knobs of a write, once it is known whether O_DIRECT is really in use. */
+export function planWrite(s: Readonly<Settings>, direct: boolean): { maxRunners: number; writePiece: number } {
+  const maxRunners = writeRunners(s, direct);
+  return { maxRunners, writePiece: writeScratchPiece(s, maxRunners) };
+}

@@ -37,7 +37,7 @@ void Operation::Start() {
     return;
   }
   taskBytes_ = task;
-  cursors_ = n << 32;  // TypeScript keeps task counts far below 2^32
+  cursors_ = n << 32;  // 2^32 tasks would take a buffer of 16 TiB at the smallest task size
   // Runners, not tasks, go in the queue: each takes the operation's next task and then queues
   // itself again at the back. Concurrent operations (one per GPU, say) so share the workers
   // task by task instead of running one after another in submission order.
