@@ -15,6 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ROUTES, DeviceBuffer, configure, getConfig, hasGpu, open, parseSize, runtimeInfo, stats, type Settings, type StatsSnapshot } from '../src/index.js';
+import { routeDelta } from '../src/bench/measure.js';
 import { median } from '../src/bench/stats.js';
 
 const { values } = parseArgs({
@@ -66,14 +67,15 @@ function report(label: string, bytes: number, samples: Sample[], extra: Record<s
   const routes: Record<string, unknown> = {};
   const parts: string[] = [];
   for (const r of ROUTES) {
+    // Samples of one variant are interleaved with others', so each is its own delta.
     let ops = 0, by = 0, busy = 0, io = 0, wait = 0;
-    for (const s of samples) {
-      const a = s.after.routes[r], b = s.before.routes[r];
-      ops += a.ops - b.ops;
-      by += a.bytes - b.bytes;
-      busy += a.busySeconds - b.busySeconds;
-      io += a.ioSeconds - b.ioSeconds;
-      wait += a.waitSeconds - b.waitSeconds;
+    for (const d of samples.map((s) => routeDelta(s.before, s.after)[r])) {
+      if (!d) continue;
+      ops += d.ops;
+      by += d.bytes;
+      busy += d.busySeconds;
+      io += d.ioSeconds;
+      wait += d.waitSeconds;
     }
     if (!ops) continue;
     routes[r] = { ops, share: by / (bytes * samples.length), busyPerGB: busy / gb, ioPerGB: io / gb, waitPerGB: wait / gb };
