@@ -17,6 +17,7 @@
         "src/native/instance.cc",
         "src/native/io_bindings.cc",
         "src/native/memory_bindings.cc",
+        "src/native/ipc_bindings.cc",
         "src/native/errors.cc",
         "src/native/addon.cc"
       ],

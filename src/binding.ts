@@ -154,6 +154,16 @@ export interface NativeOp {
   cancel(): void;
 }
 
+/** What the driver says about the allocation behind a pointer; absent where it did not answer. */
+export interface NativeIpcPointerFacts {
+  rangeStart?: bigint;
+  rangeSize?: number;
+  /** CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE. */
+  legacyIpcCapable?: boolean;
+  /** CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE is not null. */
+  fromPool?: boolean;
+}
+
 export interface NativeAddon {
   init(): void;
   setThreads(n: number): void;
@@ -188,6 +198,16 @@ export interface NativeAddon {
   residency(fd: number, offset: number, length: number, samples: number): number;
   /** posix_fadvise(DONTNEED) over the whole file. */
   dropCache(fd: number): void;
+  /** Whether the driver has the CUDA IPC entry points; `missing` names those it lacks. */
+  ipcStatus(): { available: boolean; missing?: string };
+  ipcPointerFacts(ordinal: number, ptr: bigint): NativeIpcPointerFacts;
+  /** cuIpcGetMemHandle in the GPU's primary context: the 64 handle bytes. */
+  ipcGetMemHandle(ordinal: number, ptr: bigint): Buffer;
+  /** cuIpcOpenMemHandle in the GPU's primary context: the base of the mapping. */
+  ipcOpenMemHandle(ordinal: number, handle: Uint8Array, flags: number): bigint;
+  ipcCloseMemHandle(ordinal: number, ptr: bigint): void;
+  /** cuDeviceGetByPCIBusId: the ordinal of the GPU at that bus id in this process. */
+  deviceByPciBusId(busId: string): number;
 }
 
 const here = path.dirname(fileURLToPath(import.meta.url));

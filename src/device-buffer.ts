@@ -14,20 +14,51 @@ interface Root {
   owned: boolean;
   freed: boolean;
   busy: number;
+  /** A mapping of another process's memory (CUDA IPC): released by closing the mapping. */
+  imported?: boolean;
+  /** Holds that keep the memory after free() (IPC exports); the last one releases it. */
+  holds?: number;
+}
+
+/** What releasing a root's memory needs: the owning GPU, the pointer, and how to let go. */
+type Releasable = { ptr: bigint; device: number; imported?: boolean };
+
+function releaseMemory(m: Releasable): void {
+  if (m.imported) native().ipcCloseMemHandle(m.device, m.ptr);
+  else native().deviceFree(m.device, m.ptr);
 }
 
 /**
- * Owned allocations that become unreachable without free() are freed here, so a forgotten
- * buffer costs GPU memory only until the next collection. The registry holds the root, which
- * every view references, so memory is never freed under a live view.
+ * Owned allocations and imported mappings that become unreachable without free() are released
+ * here, so a forgotten buffer costs GPU memory only until the next collection. The registry
+ * holds the root, which every view references, so memory is never freed under a live view.
  */
-const collector = new FinalizationRegistry<{ ptr: bigint; device: number }>((held) => {
+const collector = new FinalizationRegistry<Releasable>((held) => {
   try {
-    native().deviceFree(held.device, held.ptr);
+    releaseMemory(held);
   } catch {
     // Nothing to report to: the buffer is gone. A failure here means the context is gone too.
   }
 });
+
+function releaseRoot(root: Root): void {
+  if ((root.owned || root.imported) && root.ptr !== 0n) {
+    collector.unregister(root);
+    call(() => releaseMemory(root));
+  }
+}
+
+/** @internal Where a buffer's memory comes from, for IPC export (src/ipc.ts). */
+export interface AllocationFacts {
+  /** `alloc`: penstock's own cuMemAlloc; `wrap`: borrowed; `ipc`: mapped from another process. */
+  origin: 'alloc' | 'wrap' | 'ipc';
+  /** The allocation's (or mapping's) base address, and the view's byte offset from it. */
+  base: bigint;
+  offset: number;
+  device: number;
+  /** Keeps the memory allocated past free() until the returned function is called (once). */
+  hold(): () => void;
+}
 
 export interface DeviceBufferOptions {
   /** GPU ordinal; default 0. */
@@ -85,6 +116,39 @@ export class DeviceBuffer {
       throw usage('ERR_PENSTOCK_OUT_OF_RANGE', `${byteLength} bytes from that pointer run past the end of its allocation`);
     prepareDevice(info.device);
     return new DeviceBuffer({ ptr, device: info.device, owned: false, freed: false, busy: 0 }, 0, byteLength);
+  }
+
+  /**
+   * @internal A buffer over a CUDA IPC mapping whose base is `base` on `device`: the view
+   * `[offset, offset + byteLength)`. It does not own the memory; free() (or collection) closes
+   * the mapping.
+   */
+  static fromIpcMapping(base: bigint, device: number, offset: number, byteLength: number): DeviceBuffer {
+    const root: Root = { ptr: base, device, owned: false, imported: true, freed: false, busy: 0 };
+    collector.register(root, { ptr: base, device, imported: true }, root);
+    return new DeviceBuffer(root, offset, byteLength);
+  }
+
+  /** @internal What IPC export needs to know of this buffer's memory (throws when freed). */
+  static allocationFacts(buffer: DeviceBuffer): AllocationFacts {
+    buffer.assertLive();
+    const root = buffer.#root;
+    return {
+      origin: root.imported ? 'ipc' : root.owned ? 'alloc' : 'wrap',
+      base: root.ptr,
+      offset: buffer.#offset,
+      device: root.device,
+      hold: () => {
+        root.holds = (root.holds ?? 0) + 1;
+        let held = true;
+        return () => {
+          if (!held) return;
+          held = false;
+          root.holds!--;
+          if (root.holds === 0 && root.freed) releaseRoot(root);
+        };
+      },
+    };
   }
 
   /** The GPU ordinal that holds this memory. */
@@ -152,18 +216,17 @@ export class DeviceBuffer {
   }
 
   /**
-   * Frees the allocation (owned buffers) or forgets the pointer (wrapped ones). Idempotent.
-   * Every view of the same memory becomes freed. Refuses while an operation uses the memory.
+   * Frees the allocation (owned buffers), closes the mapping (imported ones) or forgets the
+   * pointer (wrapped ones). Idempotent. Every view of the same memory becomes freed. Refuses
+   * while an operation uses the memory. Memory exported through CUDA IPC stays allocated until
+   * its last export is released.
    */
   free(): void {
     const root = this.#root;
     if (root.freed) return;
     if (root.busy > 0) throw usage('ERR_PENSTOCK_BUFFER_BUSY', 'This DeviceBuffer is in use by an operation in flight');
     root.freed = true;
-    if (root.owned && root.ptr !== 0n) {
-      collector.unregister(root);
-      call(() => native().deviceFree(root.device, root.ptr));
-    }
+    if (!root.holds) releaseRoot(root);
   }
 
   [Symbol.dispose](): void {

@@ -20,6 +20,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   ThreadPool::Instance().SetIdleHook(&Operation::FlushDeferred);
   RegisterMemory(env, exports);
   RegisterIo(env, exports);
+  RegisterIpc(env, exports);
   return exports;
 }
 

@@ -17,5 +17,6 @@ Napi::Object StartOperation(Napi::Env env, const OpSpec& spec, Napi::Value keep,
 
 void RegisterMemory(Napi::Env env, Napi::Object exports);
 void RegisterIo(Napi::Env env, Napi::Object exports);
+void RegisterIpc(Napi::Env env, Napi::Object exports);
 
 }  // namespace penstock

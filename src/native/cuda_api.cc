@@ -61,6 +61,12 @@ const CudaState& LoadCuda(const std::string& path) {
   ResolveSymbol(lib, a.PointerGetAttribute, "cuPointerGetAttribute", &m);
   ResolveSymbol(lib, a.MemHostRegister, "cuMemHostRegister_v2", nullptr);
   ResolveSymbol(lib, a.MemHostUnregister, "cuMemHostUnregister", nullptr);
+  std::string& ipc = g_state.ipcMissing;
+  ResolveSymbol(lib, a.IpcGetMemHandle, "cuIpcGetMemHandle", &ipc);
+  // cuda.h maps cuIpcOpenMemHandle to the _v2 entry point since CUDA 11.
+  ResolveSymbol(lib, a.IpcOpenMemHandle, "cuIpcOpenMemHandle_v2", &ipc);
+  ResolveSymbol(lib, a.IpcCloseMemHandle, "cuIpcCloseMemHandle", &ipc);
+  ResolveSymbol(lib, a.DeviceGetByPCIBusId, "cuDeviceGetByPCIBusId", &ipc);
   Dl_info info;
   if (a.Init && dladdr(reinterpret_cast<void*>(a.Init), &info) && info.dli_fname)
     g_state.resolvedPath = info.dli_fname;

@@ -26,6 +26,17 @@ constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x01;
 constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
 constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
 constexpr unsigned CU_MEMHOSTREGISTER_READ_ONLY = 0x08;
+constexpr int CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE = 10;
+constexpr int CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11;
+constexpr int CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12;
+constexpr int CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE = 17;
+constexpr unsigned CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1;
+constexpr size_t CU_IPC_HANDLE_SIZE = 64;
+
+// Passed by value, as the driver declares it: 64 opaque bytes naming one cuMemAlloc allocation.
+struct CUipcMemHandle {
+  char reserved[CU_IPC_HANDLE_SIZE];
+};
 
 // One table of function pointers; nullptr where the symbol was not found.
 struct CudaApi {
@@ -62,6 +73,11 @@ struct CudaApi {
   // Optional: without them there is no mapped route (registering page-cache pages).
   CUresult (*MemHostRegister)(void*, size_t, unsigned) = nullptr;
   CUresult (*MemHostUnregister)(void*) = nullptr;
+  // Optional: without them there is no CUDA IPC hand-off (CudaState::ipcMissing names them).
+  CUresult (*IpcGetMemHandle)(CUipcMemHandle*, CUdeviceptr) = nullptr;
+  CUresult (*IpcOpenMemHandle)(CUdeviceptr*, CUipcMemHandle, unsigned) = nullptr;
+  CUresult (*IpcCloseMemHandle)(CUdeviceptr) = nullptr;
+  CUresult (*DeviceGetByPCIBusId)(CUdevice*, const char*) = nullptr;
 };
 
 struct CudaState {
@@ -72,6 +88,7 @@ struct CudaState {
   std::string resolvedPath;
   std::string loadError;
   std::string missing;  // comma-separated required symbols that were absent
+  std::string ipcMissing;  // comma-separated IPC symbols that were absent (IPC unavailable)
   CUresult initResult = 0;
   int driverVersion = 0;
   int deviceCount = 0;

@@ -23,12 +23,23 @@ const common = [
 
 const cuda = path.join(outDir, 'libcuda.so.1');
 const cufile = path.join(outDir, 'libcufile.so.0');
+// The same driver without the CUDA IPC entry points, as a driver that lacks them would be.
+const cudaNoIpc = path.join(outDir, 'no-ipc', 'libcuda.so.1');
+const cudaSources = ['fake_cuda.c', 'fake_memory.c', 'fake_stream.c', 'fake_event.c', 'fake_switches.c'];
+const cudaHeaders = ['fake_internal.h', 'fake_stream.h', 'fake_switches.h'];
 
 const targets = [
   {
     output: cuda,
-    sources: ['fake_cuda.c', 'fake_memory.c', 'fake_stream.c', 'fake_event.c', 'fake_switches.c'],
-    headers: ['fake_internal.h', 'fake_stream.h', 'fake_switches.h'],
+    sources: [...cudaSources, 'fake_ipc.c'],
+    headers: cudaHeaders,
+    flags: ['-Wl,-soname,libcuda.so.1'],
+    inputs: [],
+  },
+  {
+    output: cudaNoIpc,
+    sources: cudaSources,
+    headers: cudaHeaders,
     flags: ['-Wl,-soname,libcuda.so.1'],
     inputs: [],
   },
@@ -52,7 +63,7 @@ function mtime(file) {
   }
 }
 
-fs.mkdirSync(outDir, { recursive: true });
+fs.mkdirSync(path.dirname(cudaNoIpc), { recursive: true });
 let built = 0;
 for (const t of targets) {
   const sources = t.sources.map((s) => path.join(here, s));

@@ -31,9 +31,41 @@ static atomic_int g_inited;
 static _Thread_local struct fake_ctx *tl_stack[CTX_STACK];
 static _Thread_local int tl_depth;
 
+/* FAKE_CUDA_VISIBLE_DEVICES="2,0": ordinal 0 is physical GPU 2, ordinal 1 physical GPU 0.
+   Returns how many ordinals it names (0 when unset or malformed) and fills `phys`. */
+static int visible_devices(int phys[MAX_DEVICES]) {
+  const char *v = getenv("FAKE_CUDA_VISIBLE_DEVICES");
+  if (!v || !*v) return 0;
+  int n = 0;
+  for (const char *c = v; *c && n < MAX_DEVICES;) {
+    char *end;
+    long d = strtol(c, &end, 10);
+    if (end == c || d < 0 || d >= MAX_DEVICES) return 0;
+    phys[n++] = (int)d;
+    c = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',') return 0;
+  }
+  return n;
+}
+
 int fk_device_count(void) {
+  int phys[MAX_DEVICES];
+  int visible = visible_devices(phys);
+  if (visible) return visible;
   long long n = fake_env_ll("FAKE_CUDA_DEVICE_COUNT", 1);
   return n < 0 ? 1 : n > MAX_DEVICES ? MAX_DEVICES : (int)n;
+}
+
+int fk_physical_device(int ordinal) {
+  int phys[MAX_DEVICES];
+  int visible = visible_devices(phys);
+  return visible && ordinal >= 0 && ordinal < visible ? phys[ordinal] : ordinal;
+}
+
+int fk_ordinal_of_physical(int physical) {
+  for (int d = 0; d < fk_device_count(); d++)
+    if (fk_physical_device(d) == physical) return d;
+  return -1;
 }
 
 unsigned long long fk_mem_limit(void) {
@@ -152,7 +184,7 @@ FAKE_API CUresult cuDeviceGetAttribute(int *value, int attrib, CUdevice d) {
   if (!fk_valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
   switch (attrib) {
     case 75: *value = 9; break;         /* compute capability major */
-    case 33: *value = 0x10 + d; break;  /* PCI bus id */
+    case 33: *value = 0x10 + fk_physical_device(d); break; /* PCI bus id */
     case 41: *value = 1; break;         /* unified addressing: every real GPU cuFile supports has it */
     default: *value = 0; break;         /* 76 minor, 34 PCI device, 50 PCI domain, and the rest */
   }
@@ -164,7 +196,29 @@ FAKE_API CUresult cuDeviceGetPCIBusId(char *bus, int len, CUdevice d) {
   if (r) return r;
   if (!bus || len <= 0) return CUDA_ERROR_INVALID_VALUE;
   if (!fk_valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
-  snprintf(bus, (size_t)len, "0000:%02x:00.0", 0x10 + d);
+  snprintf(bus, (size_t)len, "0000:%02x:00.0", 0x10 + fk_physical_device(d));
+  return CUDA_SUCCESS;
+}
+
+/* Accepts the forms the driver documents: [domain:]bus:device[.function], hexadecimal. */
+FAKE_API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *bus) {
+  CUresult r = fk_check_init();
+  if (r) return r;
+  if (!dev || !bus) return CUDA_ERROR_INVALID_VALUE;
+  unsigned a = 0, b = 0, c = 0, f = 0;
+  char tail;
+  unsigned domain = 0, busno, devno;
+  if (sscanf(bus, "%x:%x:%x.%x%c", &a, &b, &c, &f, &tail) == 4 || sscanf(bus, "%x:%x:%x%c", &a, &b, &c, &tail) == 3) {
+    domain = a, busno = b, devno = c;
+  } else if (sscanf(bus, "%x:%x.%x%c", &a, &b, &f, &tail) == 3) {
+    busno = a, devno = b;
+  } else {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (domain != 0 || devno != 0 || f != 0 || busno < 0x10) return CUDA_ERROR_INVALID_DEVICE;
+  int d = fk_ordinal_of_physical((int)busno - 0x10);
+  if (d < 0) return CUDA_ERROR_INVALID_DEVICE;
+  *dev = d;
   return CUDA_SUCCESS;
 }
 

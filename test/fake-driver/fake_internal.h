@@ -44,6 +44,38 @@ enum {
 /* One entry of the allocation table (device memory, cuMemHostAlloc memory, registered ranges). */
 typedef struct fake_rec fake_rec;
 
+enum rec_kind { REC_DEVICE, REC_HOST_ALLOC, REC_HOST_REG };
+
+struct fake_rec {
+  struct fake_rec *next;
+  uintptr_t base;
+  size_t size;
+  enum rec_kind kind;
+  int device;
+  int busy;  /* copies in flight that touch this range */
+  int dying; /* being freed: invisible to lookups while the free waits for busy == 0 */
+  /* Device memory is a shared mapping of a memfd, so another process can map the same pages
+     (CUDA IPC). `fd` stays open while the allocation lives; -1 for imported mappings. */
+  int fd;
+  /* Imported through cuIpcOpenMemHandle: the exporter's memfd identity and the open count. */
+  int imported;
+  int ipc_refs;
+  unsigned long long ipc_dev, ipc_ino;
+};
+
+/* The allocation table, for fake_ipc.c: lock, insert, and unlink after in-flight copies end. */
+void fk_table_lock(void);
+void fk_table_unlock(void);
+fake_rec *fk_table_head(void); /* caller holds the lock */
+void fk_table_add(fake_rec *rec);    /* caller holds the lock */
+void fk_table_retire(fake_rec *rec); /* caller holds the lock; may wait for copies */
+
+/* FAKE_CUDA_VISIBLE_DEVICES (like CUDA_VISIBLE_DEVICES): the physical GPU behind an ordinal,
+   which gives its PCI bus id. Without the variable, ordinal n is physical GPU n. */
+int fk_physical_device(int ordinal);
+/* The ordinal of a physical GPU in this process, or -1 when it is not visible. */
+int fk_ordinal_of_physical(int physical);
+
 /* Integer environment switch, read on every call because tests flip them through process.env. */
 
 /* FAKE_CUDA_DEVICE_COUNT, clamped to 0..MAX_DEVICES. */

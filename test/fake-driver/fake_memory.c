@@ -1,7 +1,8 @@
 /*
- * Test-only fake of libcuda.so.1, memory part: device memory is host memory, recorded in one
- * table with pinned host memory so that cuPointerGetAttribute, cuMemGetAddressRange and the
- * fake cuFile (through fake_cuda_lookup) can tell what a pointer is.
+ * Test-only fake of libcuda.so.1, memory part: device memory is host memory (a shared mapping
+ * of a memfd, so that fake_ipc.c can hand it to another process), recorded in one table with
+ * pinned host memory so that cuPointerGetAttribute, cuMemGetAddressRange and the fake cuFile
+ * (through fake_cuda_lookup) can tell what a pointer is.
  */
 #define _GNU_SOURCE
 #include "fake_internal.h"
@@ -13,18 +14,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-enum rec_kind { REC_DEVICE, REC_HOST_ALLOC, REC_HOST_REG };
-
-struct fake_rec {
-  struct fake_rec *next;
-  uintptr_t base;
-  size_t size;
-  enum rec_kind kind;
-  int device;
-  int busy;  /* copies in flight that touch this range */
-  int dying; /* being freed: invisible to lookups while the free waits for busy == 0 */
-};
 
 /* A linked list: records must not move, because in-flight copies hold pointers to them. */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -67,6 +56,12 @@ static void add_rec(fake_rec *rec) {
   rec->next = g_recs;
   g_recs = rec;
 }
+
+void fk_table_lock(void) { pthread_mutex_lock(&g_mu); }
+void fk_table_unlock(void) { pthread_mutex_unlock(&g_mu); }
+fake_rec *fk_table_head(void) { return g_recs; }
+void fk_table_add(fake_rec *rec) { add_rec(rec); }
+void fk_table_retire(fake_rec *rec) { retire(rec); }
 
 int fk_acquire_device_range(CUdeviceptr p, size_t n, fake_rec **out) {
   pthread_mutex_lock(&g_mu);
@@ -120,9 +115,17 @@ FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
   if (fits) g_used[dev] += size;
   pthread_mutex_unlock(&g_mu);
   if (!fits) return CUDA_ERROR_OUT_OF_MEMORY;
-  void *p = NULL;
   fake_rec *rec = calloc(1, sizeof *rec);
-  if (!rec || posix_memalign(&p, 4096, size)) {
+  /* The memfd's name carries this process's id, so a test can find the mappings of another
+     process's memory in its own /proc/self/maps. */
+  char name[48];
+  snprintf(name, sizeof name, "fake-cuda-device-%d", (int)getpid());
+  int fd = rec ? memfd_create(name, MFD_CLOEXEC) : -1;
+  void *p = MAP_FAILED;
+  if (fd >= 0 && ftruncate(fd, (off_t)size) == 0)
+    p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    if (fd >= 0) close(fd);
     free(rec);
     pthread_mutex_lock(&g_mu);
     g_used[dev] -= size;
@@ -131,7 +134,7 @@ FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
   }
   /* Recognisable garbage, so tests notice bytes the library never wrote. */
   memset(p, 0xA5, size);
-  *rec = (fake_rec){.base = (uintptr_t)p, .size = size, .kind = REC_DEVICE, .device = dev};
+  *rec = (fake_rec){.base = (uintptr_t)p, .size = size, .kind = REC_DEVICE, .device = dev, .fd = fd};
   pthread_mutex_lock(&g_mu);
   add_rec(rec);
   g_live_device++;
@@ -145,7 +148,8 @@ FAKE_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
   if (r) return r;
   pthread_mutex_lock(&g_mu);
   fake_rec *rec = find_base((uintptr_t)dptr, REC_DEVICE);
-  if (!rec) {
+  /* Memory opened with cuIpcOpenMemHandle is released with cuIpcCloseMemHandle only. */
+  if (!rec || rec->imported) {
     pthread_mutex_unlock(&g_mu);
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -153,7 +157,8 @@ FAKE_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
   g_used[rec->device] -= rec->size;
   g_live_device--;
   pthread_mutex_unlock(&g_mu);
-  free((void *)rec->base);
+  munmap((void *)rec->base, rec->size);
+  close(rec->fd);
   free(rec);
   return CUDA_SUCCESS;
 }
@@ -295,8 +300,10 @@ enum {
   ATTR_DEVICE_POINTER = 3,
   ATTR_HOST_POINTER = 4,
   ATTR_DEVICE_ORDINAL = 9,
+  ATTR_IS_LEGACY_CUDA_IPC_CAPABLE = 10,
   ATTR_RANGE_START_ADDR = 11,
   ATTR_RANGE_SIZE = 12,
+  ATTR_MEMPOOL_HANDLE = 17,
 };
 enum { MEMORYTYPE_HOST = 1, MEMORYTYPE_DEVICE = 2 };
 
@@ -321,6 +328,12 @@ FAKE_API CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr p
     case ATTR_DEVICE_ORDINAL: *(int *)data = copy.device; break;
     case ATTR_RANGE_START_ADDR: *(CUdeviceptr *)data = copy.base; break;
     case ATTR_RANGE_SIZE: *(size_t *)data = copy.size; break;
+    /* FAKE_CUDA_IPC_UNSUPPORTED=1 makes every allocation one that IPC refuses (as pool or VMM
+       memory would be); imported memory cannot be exported again. */
+    case ATTR_IS_LEGACY_CUDA_IPC_CAPABLE:
+      *(int *)data = on_device && !copy.imported && !fake_env_ll("FAKE_CUDA_IPC_UNSUPPORTED", 0);
+      break;
+    case ATTR_MEMPOOL_HANDLE: *(void **)data = NULL; break;
     default: return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;

@@ -1,0 +1,139 @@
+// CUDA IPC: 64-byte handles of device allocations, opened and closed in other processes.
+// Native code only runs the driver calls and reports what the driver said; whether memory may be
+// exported, which GPU a handle belongs to and what a handle looks like in JSON are decided in
+// TypeScript (src/ipc.ts).
+#include <cstring>
+
+#include "bindings.h"
+#include "device.h"
+
+namespace penstock {
+
+namespace {
+
+// The IPC entry points are optional symbols: a driver without them gets a typed error, never a
+// call through a null pointer.
+ErrorRecord RequireIpc() {
+  ErrorRecord e = RequireCuda();
+  if (!e.ok()) return e;
+  const std::string& missing = CudaStatus().ipcMissing;
+  if (!missing.empty())
+    return ErrorRecord::Misuse("ERR_PENSTOCK_IPC_UNSUPPORTED",
+                               "The CUDA driver lacks the IPC functions: " + missing);
+  return {};
+}
+
+// Runs `fn` with the primary context of `ordinal` current (IPC calls act on the current context).
+template <typename Fn>
+ErrorRecord InContext(int ordinal, Fn fn) {
+  ErrorRecord e = RequireIpc();
+  if (!e.ok()) return e;
+  CUcontext ctx;
+  e = RetainContext(ordinal, &ctx);
+  if (!e.ok()) return e;
+  ContextGuard guard(ctx);
+  return fn();
+}
+
+void ThrowIfError(Napi::Env env, const ErrorRecord& e) {
+  if (!e.ok()) ThrowRecord(env, e);
+}
+
+Napi::Value IpcStatusJs(const Napi::CallbackInfo& info) {
+  Napi::Object o = Napi::Object::New(info.Env());
+  const CudaState& s = CudaStatus();
+  o.Set("available", s.loaded && s.ipcMissing.empty());
+  if (!s.ipcMissing.empty()) o.Set("missing", s.ipcMissing);
+  return o;
+}
+
+// What the driver says about the allocation behind `ptr`; a field is absent when the driver
+// did not answer (older drivers do not know every attribute).
+Napi::Value IpcPointerFactsJs(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int ordinal = info[0].As<Napi::Number>().Int32Value();
+  CUdeviceptr ptr = ToPtr(info[1]);
+  Napi::Object o = Napi::Object::New(env);
+  ThrowIfError(env, InContext(ordinal, [&] {
+    const CudaApi& cu = Cuda();
+    CUdeviceptr start = 0;
+    if (cu.PointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, ptr) == CUDA_SUCCESS)
+      o.Set("rangeStart", FromPtr(env, start));
+    size_t size = 0;
+    if (cu.PointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr) == CUDA_SUCCESS)
+      o.Set("rangeSize", static_cast<double>(size));
+    int capable = 0;
+    if (cu.PointerGetAttribute(&capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, ptr) == CUDA_SUCCESS)
+      o.Set("legacyIpcCapable", capable != 0);
+    void* pool = nullptr;
+    if (cu.PointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, ptr) == CUDA_SUCCESS)
+      o.Set("fromPool", pool != nullptr);
+    return ErrorRecord{};
+  }));
+  return o;
+}
+
+Napi::Value IpcGetMemHandleJs(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int ordinal = info[0].As<Napi::Number>().Int32Value();
+  CUdeviceptr ptr = ToPtr(info[1]);
+  CUipcMemHandle h;
+  std::memset(&h, 0, sizeof h);
+  ThrowIfError(env, InContext(ordinal, [&] {
+    CUresult r = Cuda().IpcGetMemHandle(&h, ptr);
+    return r == CUDA_SUCCESS ? ErrorRecord{} : ErrorRecord::FromCuda(r, "cuIpcGetMemHandle");
+  }));
+  return Napi::Buffer<char>::Copy(env, h.reserved, sizeof h.reserved);
+}
+
+// ipcOpenMemHandle(ordinal, handle: Uint8Array of 64 bytes, flags) → base pointer of the mapping.
+Napi::Value IpcOpenMemHandleJs(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int ordinal = info[0].As<Napi::Number>().Int32Value();
+  if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().ByteLength() != CU_IPC_HANDLE_SIZE)
+    ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "an IPC handle must be 64 bytes"));
+  auto bytes = info[1].As<Napi::Uint8Array>();
+  CUipcMemHandle h;
+  std::memcpy(h.reserved, bytes.Data(), sizeof h.reserved);
+  unsigned flags = info[2].As<Napi::Number>().Uint32Value();
+  CUdeviceptr ptr = 0;
+  ThrowIfError(env, InContext(ordinal, [&] {
+    CUresult r = Cuda().IpcOpenMemHandle(&ptr, h, flags);
+    return r == CUDA_SUCCESS ? ErrorRecord{} : ErrorRecord::FromCuda(r, "cuIpcOpenMemHandle");
+  }));
+  return FromPtr(env, ptr);
+}
+
+Napi::Value IpcCloseMemHandleJs(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int ordinal = info[0].As<Napi::Number>().Int32Value();
+  CUdeviceptr ptr = ToPtr(info[1]);
+  ThrowIfError(env, InContext(ordinal, [&] {
+    CUresult r = Cuda().IpcCloseMemHandle(ptr);
+    return r == CUDA_SUCCESS ? ErrorRecord{} : ErrorRecord::FromCuda(r, "cuIpcCloseMemHandle");
+  }));
+  return env.Undefined();
+}
+
+Napi::Value DeviceByPciBusIdJs(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::string bus = info[0].As<Napi::String>().Utf8Value();
+  ThrowIfError(env, RequireIpc());
+  CUdevice dev = -1;
+  CUresult r = Cuda().DeviceGetByPCIBusId(&dev, bus.c_str());
+  if (r != CUDA_SUCCESS) ThrowRecord(env, ErrorRecord::FromCuda(r, "cuDeviceGetByPCIBusId"));
+  return Napi::Number::New(env, dev);
+}
+
+}  // namespace
+
+void RegisterIpc(Napi::Env env, Napi::Object exports) {
+  exports.Set("ipcStatus", Napi::Function::New(env, IpcStatusJs));
+  exports.Set("ipcPointerFacts", Napi::Function::New(env, IpcPointerFactsJs));
+  exports.Set("ipcGetMemHandle", Napi::Function::New(env, IpcGetMemHandleJs));
+  exports.Set("ipcOpenMemHandle", Napi::Function::New(env, IpcOpenMemHandleJs));
+  exports.Set("ipcCloseMemHandle", Napi::Function::New(env, IpcCloseMemHandleJs));
+  exports.Set("deviceByPciBusId", Napi::Function::New(env, DeviceByPciBusIdJs));
+}
+
+}  // namespace penstock
