@@ -1,0 +1,142 @@
+/**
+ * CUDA IPC hand-offs on a real GPU: Node → Node and Node → Python (PyTorch, CuPy). Without a GPU
+ * they skip with the reason (`npm run test:gpu` makes that a failure); without Python, torch,
+ * safetensors or CuPy the Python ones skip with the reason (PENSTOCK_REQUIRE_PYTHON=1 makes that
+ * a failure). PENSTOCK_PYTHON names the interpreter (default python3), and
+ * PENSTOCK_IPC_CHECKPOINT_SIZE the checkpoint's size (default 512MiB).
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, test, type TestContext } from 'node:test';
+import { DeviceBuffer, buildTensorManifest, exportDeviceBuffer, hasGpu, importDeviceBuffer, parseSize, runtimeInfo } from '../../src/index.js';
+import { loadCheckpoint, shapeFor, writeCheckpoint, type Checkpoint } from '../../bench/ipc-checkpoint.js';
+import { pattern, repoRoot, tmpDir } from '../helpers.js';
+
+const required = process.env.PENSTOCK_REQUIRE_GPU === '1';
+const why = hasGpu() ? undefined : `no usable GPU (${runtimeInfo().cuda.error ?? runtimeInfo().cuda.initError?.code ?? 'no device'})`;
+const python = process.env.PENSTOCK_PYTHON ?? 'python3';
+const script = path.join(repoRoot, 'examples/ipc_torch.py');
+const entry = path.join(repoRoot, 'dist/src/index.js');
+const sha = (b: Uint8Array) => crypto.createHash('sha256').update(b).digest('hex');
+
+function gpuOrSkip(t: TestContext): boolean {
+  if (!why) return true;
+  if (required) assert.fail(`GPU required but ${why}`);
+  t.skip(why);
+  return false;
+}
+
+/** Why `modules` cannot be imported by the Python interpreter, or undefined when they can. */
+function pythonMissing(modules: string[]): string | undefined {
+  const r = spawnSync(python, ['-c', modules.map((m) => `import ${m}`).join('; ')], { encoding: 'utf8' });
+  if (r.error) return `${python} cannot be run (${r.error.message})`;
+  if (r.status !== 0) return `${python} lacks ${modules.join(', ')}: ${r.stderr.trim().split('\n').at(-1)}`;
+  return undefined;
+}
+
+function pythonOrSkip(t: TestContext, modules: string[]): boolean {
+  if (!gpuOrSkip(t)) return false;
+  const missing = pythonMissing(modules);
+  if (!missing) return true;
+  if (process.env.PENSTOCK_REQUIRE_PYTHON === '1') assert.fail(missing);
+  t.skip(missing);
+  return false;
+}
+
+/** Runs `body` in a fresh node (penstock as `p`, arguments as `args`); returns its last line as JSON. */
+function nodeChild(body: string, args: string[]): Record<string, unknown> {
+  const prelude = `const p = await import(${JSON.stringify(entry)}); const crypto = await import('node:crypto');
+    const sha = (b) => crypto.createHash('sha256').update(b).digest('hex'); const args = process.argv.slice(1);\n`;
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', prelude + body, ...args], { encoding: 'utf8', timeout: 300_000 });
+  assert.equal(r.status, 0, `child failed (${r.status ?? r.signal}):\n${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as Record<string, unknown>;
+}
+
+let checkpoint: Checkpoint | undefined;
+function modelCheckpoint(): Checkpoint {
+  const size = parseSize(process.env.PENSTOCK_IPC_CHECKPOINT_SIZE ?? '512MiB');
+  checkpoint ??= writeCheckpoint(path.join(tmpDir(), 'ipc-model.safetensors'), shapeFor(size));
+  return checkpoint;
+}
+
+describe('GPU: CUDA IPC', () => {
+  test('Node → Node: a view in another process, bytes both ways; twice-open one address; own-process open refused', async (t) => {
+    if (!gpuOrSkip(t)) return;
+    const data = pattern((64 << 20) + 3, 31);
+    using buf = DeviceBuffer.alloc(data.length);
+    await buf.copyFrom(data);
+    const begin = 1 << 20;
+    using e = exportDeviceBuffer(buf.subarray(begin, begin + (32 << 20)));
+    assert.throws(() => importDeviceBuffer(e.handle), { code: 'ERR_PENSTOCK_IPC_SAME_PROCESS' });
+    const reply = pattern(4096, 32);
+    const r = nodeChild(
+      `const a = p.importDeviceBuffer(args[0]); const b = p.importDeviceBuffer(args[0]);
+       const out = { same: a.ptr === b.ptr, sha: sha(await a.toBuffer()) };
+       a.free(); out.second = sha(await b.toBuffer());
+       await b.copyFrom(Buffer.from(args[1], 'base64')); b.free();
+       let raw; try { const { native } = await import(${JSON.stringify(path.join(repoRoot, 'dist/src/binding.js'))});
+         const x = p.DeviceBuffer.alloc(4096); const h = p.exportDeviceBuffer(x).handle;
+         native().ipcOpenMemHandle(0, Buffer.from(h.handle, 'base64'), 0); raw = 'opened'; } catch (err) { raw = err.record?.code ?? err.code; }
+       out.selfOpen = raw;
+       console.log(JSON.stringify(out));`,
+      [String(e), reply.toString('base64')],
+    );
+    const want = sha(data.subarray(begin, begin + (32 << 20)));
+    assert.equal(r.same, true);
+    assert.equal(r.sha, want);
+    assert.equal(r.second, want);
+    t.diagnostic(`the driver answers an own-process open with ${r.selfOpen}`);
+    assert.equal(r.selfOpen, 'CUDA_ERROR_INVALID_CONTEXT');
+    const now = await buf.toBuffer();
+    assert.ok(now.subarray(begin, begin + 4096).equals(reply));
+    assert.ok(now.subarray(begin + 4096).equals(data.subarray(begin + 4096)));
+  });
+
+  test('Node → Node: a model-shaped checkpoint through a manifest, every tensor byte-exact', async (t) => {
+    if (!gpuOrSkip(t)) return;
+    const c = modelCheckpoint();
+    const { whole, slab } = await loadCheckpoint(c);
+    using _whole = whole;
+    const t0 = performance.now();
+    using set = buildTensorManifest(slab, c.records);
+    const exportMs = performance.now() - t0;
+    const file = fs.readFileSync(c.file);
+    const r = nodeChild(
+      `const t0 = performance.now(); const set = p.openTensorManifest(args[0]); const openMs = performance.now() - t0;
+       const hashes = {}; for (const [name, t] of set.tensors) hashes[name] = sha(await t.buffer.toBuffer());
+       set.close(); console.log(JSON.stringify({ openMs, hashes }));`,
+      [JSON.stringify(set)],
+    );
+    const hashes = r.hashes as Record<string, string>;
+    for (const rec of c.records) {
+      const start = c.dataStart + rec.byteOffset;
+      assert.equal(hashes[rec.name], sha(file.subarray(start, start + rec.byteLength!)), rec.name);
+    }
+    assert.equal(Object.keys(hashes).length, c.records.length);
+    t.diagnostic(`${c.records.length} tensors, ${c.bytes} bytes: export ${exportMs.toFixed(2)} ms, open in the other process ${(r.openMs as number).toFixed(2)} ms`);
+  });
+
+  for (const mode of ['torch', 'cupy'] as const) {
+    test(`Node → Python (${mode}): every tensor bitwise equal to safetensors.torch.load_file, no copy`, async (t) => {
+      if (!pythonOrSkip(t, mode === 'torch' ? ['torch', 'safetensors'] : ['torch', 'safetensors', 'cupy'])) return;
+      const c = modelCheckpoint();
+      const { whole, slab } = await loadCheckpoint(c);
+      using _whole = whole;
+      using set = buildTensorManifest(slab, c.records);
+      const manifest = path.join(tmpDir(), `ipc-manifest-${mode}.json`);
+      fs.writeFileSync(manifest, JSON.stringify(set));
+      const r = spawnSync(python, [script, manifest, '--safetensors', c.file, '--mode', mode], { encoding: 'utf8', timeout: 600_000 });
+      const out = JSON.parse(r.stdout.trim().split('\n').at(-1) ?? '{}') as Record<string, number | boolean | unknown[]>;
+      assert.equal(r.status, 0, `${r.stderr}\n${r.stdout}`);
+      assert.equal(out.ok, true);
+      assert.equal(out.tensors, c.records.length);
+      assert.equal(out.mismatchCount, 0);
+      assert.equal(out.allocatedGrowth, 0, 'torch allocated nothing for the opened tensors');
+      assert.ok((out.deviceFreeDrop as number) < (c.bytes as number) / 4, `GPU memory dropped by ${out.deviceFreeDrop} bytes: a copy?`);
+      t.diagnostic(JSON.stringify(out));
+    });
+  }
+});
