@@ -40,12 +40,15 @@ def fail(message):
 
 
 def read_manifest(path):
-    with open(path, "r", encoding="utf-8") as f:
-        m = json.load(f)
-    if m.get("type") != MANIFEST_TYPE or m.get("version") != 1:
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            m = json.load(f)
+    except (OSError, ValueError) as err:
+        fail(f"cannot read the manifest {path}: {err}")
+    if not isinstance(m, dict) or m.get("type") != MANIFEST_TYPE or m.get("version") != 1:
         fail(f"{path} is not a version 1 penstock tensor manifest")
-    slab = m["slab"]
-    if slab.get("type") != HANDLE_TYPE or slab.get("version") != 1:
+    slab = m.get("slab")
+    if not isinstance(slab, dict) or slab.get("type") != HANDLE_TYPE or slab.get("version") != 1:
         fail("the manifest's slab is not a version 1 penstock IPC handle")
     raw = base64.b64decode(slab["handle"])
     if len(raw) != 64:
@@ -55,7 +58,10 @@ def read_manifest(path):
 
 def ordinal_for_bus(pci_bus_id):
     """This process's ordinal of the GPU at a PCI bus id (ordinals differ between processes)."""
-    cuda = ctypes.CDLL("libcuda.so.1")
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError as err:
+        fail(f"the CUDA driver cannot be loaded: {err}")
     if cuda.cuInit(0) != 0:
         fail("cuInit failed")
     dev = ctypes.c_int(-1)
