@@ -53,9 +53,10 @@ console.log(`Loaded ${c.bytes} bytes (${c.records.length} tensors) in ${loadMs.t
 const rows: Record<string, unknown>[] = [];
 for (let i = 0; i < repeat; i++) {
   const body = `const p = await import(${JSON.stringify(entry)}); const before = p.memoryInfo(0).free;
-    const t0 = performance.now(); const set = p.openTensorManifest(process.argv[1]); const openMs = performance.now() - t0;
+    const text = (await import('node:fs')).readFileSync(process.argv[1], 'utf8');
+    const t0 = performance.now(); const set = p.openTensorManifest(text); const openMs = performance.now() - t0;
     const drop = before - p.memoryInfo(0).free; set.close(); console.log(JSON.stringify({ openMs, drop, tensors: set.tensors.size }));`;
-  const r = spawnSync(process.execPath, ['--input-type=module', '-e', body, fs.readFileSync(manifestFile, 'utf8')], { encoding: 'utf8' });
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', body, manifestFile], { encoding: 'utf8' });
   const out = r.status === 0 ? JSON.parse(r.stdout.trim().split('\n').at(-1)!) : { error: r.stderr.trim() };
   rows.push({ opener: 'node', run: i + 1, openSeconds: out.openMs / 1000, deviceFreeDrop: out.drop, tensors: out.tensors, error: out.error });
 }

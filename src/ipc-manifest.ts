@@ -158,6 +158,7 @@ export class TensorSetExport {
     this.release();
   }
 
+  /** The manifest, for `JSON.stringify(set)`. */
   toJSON(): TensorManifest {
     return this.manifest;
   }

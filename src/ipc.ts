@@ -74,6 +74,7 @@ export class IpcExport {
     this.release();
   }
 
+  /** The handle, for `JSON.stringify(export)`. */
   toJSON(): IpcHandle {
     return { ...this.handle };
   }
