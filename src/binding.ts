@@ -200,6 +200,8 @@ export interface NativeAddon {
   dropCache(fd: number): void;
   /** Whether the driver has the CUDA IPC entry points; `missing` names those it lacks. */
   ipcStatus(): { available: boolean; missing?: string };
+  /** A random id of this process (32 hexadecimal digits), the same in every worker thread. */
+  ipcProcessId(): string;
   ipcPointerFacts(ordinal: number, ptr: bigint): NativeIpcPointerFacts;
   /** cuIpcGetMemHandle in the GPU's primary context: the 64 handle bytes. */
   ipcGetMemHandle(ordinal: number, ptr: bigint): Buffer;

@@ -6,7 +6,6 @@
  * allocation alive past `free()` until the export is released explicitly; importers must be
  * done with it before then, which CUDA leaves to the processes involved.
  */
-import crypto from 'node:crypto';
 import { native } from './binding.js';
 import { DeviceBuffer } from './device-buffer.js';
 import { usage } from './errors.js';
@@ -18,8 +17,9 @@ export { IPC_ERROR_CODES, parseIpcHandle, encodeIpcHandle, type IpcHandle } from
 /** CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: map memory of another GPU through peer access. */
 const LAZY_ENABLE_PEER_ACCESS = 1;
 
-/** Recognises this process's own handles (pids repeat across PID namespaces; this does not). */
-const processToken = crypto.randomBytes(16).toString('hex');
+/** Recognises this process's own handles, from any thread (pids repeat across PID namespaces). */
+let processId: string | undefined;
+const processToken = (): string => (processId ??= native().ipcProcessId());
 
 /** Exports not yet released. Held here so that an export is never collected behind its importers. */
 const liveExports = new Set<IpcExport>();
@@ -123,7 +123,7 @@ export function exportDeviceBuffer(buffer: DeviceBuffer): IpcExport {
     device,
     pciBusId: deviceInfo(device).pciBusId,
     pid: process.pid,
-    exporter: processToken,
+    exporter: processToken(),
   };
   return new IpcExport(parseIpcHandle(handle), facts.hold());
 }
@@ -155,7 +155,7 @@ function localOrdinal(pciBusId: string): number | undefined {
  */
 export function importDeviceBuffer(handle: IpcHandle | string, options: IpcImportOptions = {}): DeviceBuffer {
   const h = parseIpcHandle(handle);
-  if (h.exporter === processToken)
+  if (h.exporter === processToken())
     throw usage('ERR_PENSTOCK_IPC_SAME_PROCESS', 'This handle was exported by this process, and CUDA cannot open a handle in its own process; use the exported DeviceBuffer (or a view of it) instead');
   requireIpc();
   const local = localOrdinal(h.pciBusId);

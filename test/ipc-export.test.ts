@@ -3,8 +3,10 @@
  * base64 forms, what cannot be exported, lifetimes, malformed handles and manifests.
  */
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import { test } from 'node:test';
-import { useFakeDriver, withEnv } from './helpers.js';
+import { Worker } from 'node:worker_threads';
+import { repoRoot, useFakeDriver, withEnv } from './helpers.js';
 
 useFakeDriver();
 const p = await import('../src/index.js');
@@ -90,6 +92,23 @@ test('opening a handle in the process that exported it: a typed error (CUDA refu
   assert.ok(err instanceof p.CudaError);
   assert.equal(err.code, 'CUDA_ERROR_INVALID_CONTEXT');
   assert.equal(err.call, 'cuIpcOpenMemHandle');
+});
+
+test('a worker thread of the exporting process is the same process: ERR_PENSTOCK_IPC_SAME_PROCESS', async () => {
+  using buf = p.DeviceBuffer.alloc(MiB);
+  using e = p.exportDeviceBuffer(buf);
+  const entry = path.join(repoRoot, 'dist/src/index.js');
+  const worker = new Worker(
+    `const { parentPort, workerData } = require('node:worker_threads');
+     import(workerData.entry).then((p) => {
+       try { p.importDeviceBuffer(workerData.handle); parentPort.postMessage('opened'); }
+       catch (err) { parentPort.postMessage(err.code); }
+     });`,
+    { eval: true, workerData: { entry, handle: String(e) } },
+  );
+  const code = await new Promise((resolve, reject) => worker.once('message', resolve).once('error', reject));
+  await worker.terminate();
+  assert.equal(code, 'ERR_PENSTOCK_IPC_SAME_PROCESS');
 });
 
 test('malformed handles are ERR_PENSTOCK_IPC_BAD_HANDLE, never a driver call', () => {

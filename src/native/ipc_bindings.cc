@@ -2,7 +2,10 @@
 // Native code only runs the driver calls and reports what the driver said; whether memory may be
 // exported, which GPU a handle belongs to and what a handle looks like in JSON are decided in
 // TypeScript (src/ipc.ts).
+#include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <random>
 
 #include "bindings.h"
 #include "device.h"
@@ -125,10 +128,23 @@ Napi::Value DeviceByPciBusIdJs(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, dev);
 }
 
+// A random id of this process, the same in every environment (worker threads included), so an
+// exporter recognises its own handles; pids alone repeat across PID namespaces.
+Napi::Value IpcProcessIdJs(const Napi::CallbackInfo& info) {
+  static std::once_flag once;
+  static char id[33];
+  std::call_once(once, [] {
+    std::random_device rd;
+    for (int i = 0; i < 4; i++) std::snprintf(id + 8 * i, 9, "%08x", static_cast<unsigned>(rd()));
+  });
+  return Napi::String::New(info.Env(), id, 32);
+}
+
 }  // namespace
 
 void RegisterIpc(Napi::Env env, Napi::Object exports) {
   exports.Set("ipcStatus", Napi::Function::New(env, IpcStatusJs));
+  exports.Set("ipcProcessId", Napi::Function::New(env, IpcProcessIdJs));
   exports.Set("ipcPointerFacts", Napi::Function::New(env, IpcPointerFactsJs));
   exports.Set("ipcGetMemHandle", Napi::Function::New(env, IpcGetMemHandleJs));
   exports.Set("ipcOpenMemHandle", Napi::Function::New(env, IpcOpenMemHandleJs));
