@@ -8,7 +8,9 @@ import { spawn, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import path from 'node:path';
 import { test } from 'node:test';
-import { fakeDriverDir, pattern, repoRoot, useFakeDriver } from './helpers.js';
+import fs from 'node:fs';
+import { loadCheckpoint, writeCheckpoint } from '../bench/ipc-checkpoint.js';
+import { fakeDriverDir, pattern, repoRoot, tmpDir, useFakeDriver } from './helpers.js';
 
 useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '2' });
 const p = await import('../src/index.js');
@@ -202,6 +204,24 @@ test('a tensor manifest opened in another process: every tensor\'s bytes, metada
   const expected: Record<string, unknown> = {};
   for (const t of set.manifest.tensors) expected[t.name] = [t.dtype, t.shape, sha(data.subarray(t.byteOffset, t.byteOffset + t.byteLength))];
   assert.deepEqual(r, { metadata: { format: 'pt' }, tensors: expected, mappings: 1, after: 0 });
+});
+
+test('a model-shaped safetensors checkpoint loaded by penstock: every tensor byte-exact in another process', async () => {
+  const c = writeCheckpoint(path.join(tmpDir(), 'ipc-small.safetensors'), { hidden: 64, intermediate: 160, vocab: 100, layers: 2 });
+  const { whole, slab } = await loadCheckpoint(c);
+  using _whole = whole;
+  using set = p.buildTensorManifest(slab, c.records);
+  const r = child(
+    `const set = p.openTensorManifest(args[0]); const out = {};
+     for (const [name, t] of set.tensors) out[name] = sha(await t.buffer.toBuffer());
+     set.close(); console.log(JSON.stringify(out));`,
+    [JSON.stringify(set)],
+  );
+  const file = fs.readFileSync(c.file);
+  const expected: Record<string, string> = {};
+  for (const t of c.records) expected[t.name] = sha(file.subarray(c.dataStart + t.byteOffset, c.dataStart + t.byteOffset + t.byteLength!));
+  assert.equal(Object.keys(expected).length, 2 * 9 + 8);
+  assert.deepEqual(r, expected);
 });
 
 function MiB(n: number): number {
