@@ -14,7 +14,11 @@ import { call, checkDevice, deviceInfo, prepareDevice, requireCuda } from './run
 
 export { IPC_ERROR_CODES, parseIpcHandle, encodeIpcHandle, type IpcHandle } from './ipc-format.js';
 
-/** CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: map memory of another GPU through peer access. */
+/**
+ * CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS. The driver documents it as the flag every open must pass
+ * (PyTorch and CuPy always do); it only matters when the memory lives on another GPU, which
+ * penstock allows only when asked (`peerAccess`).
+ */
 const LAZY_ENABLE_PEER_ACCESS = 1;
 
 /** Recognises this process's own handles, from any thread (pids repeat across PID namespaces). */
@@ -171,8 +175,7 @@ export function importDeviceBuffer(handle: IpcHandle | string, options: IpcImpor
       throw usage('ERR_PENSTOCK_IPC_WRONG_DEVICE', `The handle's memory is on the GPU at PCI bus id ${h.pciBusId}${local === undefined ? ', which this process cannot see' : ` (GPU ${local} here)`}, not GPU ${device}; pass peerAccess: true to map it through GPU ${device}`);
   }
   prepareDevice(device);
-  const flags = local === device ? 0 : LAZY_ENABLE_PEER_ACCESS;
-  const base = call(() => native().ipcOpenMemHandle(device, handleBytes(h), flags));
+  const base = call(() => native().ipcOpenMemHandle(device, handleBytes(h), LAZY_ENABLE_PEER_ACCESS));
   const mapped = (() => {
     try {
       return native().ipcPointerFacts(device, base).rangeSize;

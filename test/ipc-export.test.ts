@@ -85,7 +85,7 @@ test('opening a handle in the process that exported it: a typed error (CUDA refu
   // What the driver itself answers (the fake returns the real driver's code).
   let err: unknown;
   try {
-    native().ipcOpenMemHandle(0, Buffer.from(e.handle.handle, 'base64'), 0);
+    native().ipcOpenMemHandle(0, Buffer.from(e.handle.handle, 'base64'), 1);
   } catch (x) {
     err = fromNative(x);
   }

@@ -77,14 +77,14 @@ FAKE_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *out, CUipcMemHandle handle,
   int ctx_device;
   CUresult r = fk_check_ctx(&ctx_device);
   if (r) return r;
-  if (!out || (flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)) return CUDA_ERROR_INVALID_VALUE;
+  /* The driver documents this flag as required. */
+  if (!out || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) return CUDA_ERROR_INVALID_VALUE;
   fake_handle h;
   memcpy(&h, handle.reserved, sizeof h);
   if (memcmp(h.magic, k_magic, sizeof k_magic) != 0 || h.size == 0) return CUDA_ERROR_INVALID_VALUE;
   if (h.pid == (int32_t)getpid()) return CUDA_ERROR_INVALID_CONTEXT;
-  /* Memory on another GPU is reached through peer access, which only the flag allows. */
+  /* Memory of another GPU (or one this process cannot see) is reached through peer access. */
   int owner = fk_ordinal_of_physical(h.physical_device);
-  if (owner != ctx_device && !(flags & CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)) return CUDA_ERROR_INVALID_DEVICE;
 
   fk_table_lock();
   for (fake_rec *rec = fk_table_head(); rec; rec = rec->next) {

@@ -79,7 +79,7 @@ describe('GPU: CUDA IPC', () => {
        await b.copyFrom(Buffer.from(args[1], 'base64')); b.free();
        let raw; try { const { native } = await import(${JSON.stringify(path.join(repoRoot, 'dist/src/binding.js'))});
          const x = p.DeviceBuffer.alloc(4096); const h = p.exportDeviceBuffer(x).handle;
-         native().ipcOpenMemHandle(0, Buffer.from(h.handle, 'base64'), 0); raw = 'opened'; } catch (err) { raw = err.record?.code ?? err.code; }
+         native().ipcOpenMemHandle(0, Buffer.from(h.handle, 'base64'), 1); raw = 'opened'; } catch (err) { raw = err.record?.code ?? err.code; }
        out.selfOpen = raw;
        console.log(JSON.stringify(out));`,
       [String(e), reply.toString('base64')],
