@@ -18,7 +18,8 @@
         "src/native/io_bindings.cc",
         "src/native/memory_bindings.cc",
         "src/native/errors.cc",
-        "src/native/addon.cc"
+        "src/native/addon.cc",
+        "src/native/args.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_DISABLE_DEPRECATED", "NAPI_CPP_EXCEPTIONS"],

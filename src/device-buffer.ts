@@ -3,17 +3,21 @@
  */
 import { native } from './binding.js';
 import { fromNative, usage } from './errors.js';
-import { hostRegion, type HostMemory } from './host-memory.js';
+import { hostRegion, type HostMemory, type HostRegion } from './host-memory.js';
+import { Lifetime } from './lifetime.js';
 import { call, checkDevice, prepareDevice, requireCuda } from './runtime.js';
 import { checkLength, checkRange, describe } from './validate.js';
 
-/** The allocation a buffer and all its views share. */
+/** The allocation a buffer and all its views share (reachable only through private fields). */
 interface Root {
-  ptr: bigint;
-  device: number;
-  owned: boolean;
-  freed: boolean;
-  busy: number;
+  readonly ptr: bigint;
+  readonly device: number;
+  readonly owned: boolean;
+  readonly lifetime: Lifetime;
+}
+
+function newRoot(ptr: bigint, device: number, owned: boolean): Root {
+  return Object.freeze({ ptr, device, owned, lifetime: new Lifetime('This DeviceBuffer') });
 }
 
 /**
@@ -42,13 +46,17 @@ export interface DeviceBufferOptions {
 export class DeviceBuffer {
   readonly #root: Root;
   readonly #offset: number;
-  /** Size in bytes. */
-  readonly byteLength: number;
+  readonly #byteLength: number;
 
   private constructor(root: Root, offset: number, byteLength: number) {
     this.#root = root;
     this.#offset = offset;
-    this.byteLength = byteLength;
+    this.#byteLength = byteLength;
+  }
+
+  /** Size in bytes. */
+  get byteLength(): number {
+    return this.#byteLength;
   }
 
   /**
@@ -62,7 +70,7 @@ export class DeviceBuffer {
     checkDevice(device);
     prepareDevice(device);
     const ptr = size === 0 ? 0n : call(() => native().deviceAlloc(device, size));
-    const root: Root = { ptr, device, owned: true, freed: false, busy: 0 };
+    const root = newRoot(ptr, device, true);
     if (ptr !== 0n) collector.register(root, { ptr, device }, root);
     return new DeviceBuffer(root, 0, size);
   }
@@ -84,7 +92,7 @@ export class DeviceBuffer {
     if (ptr + BigInt(byteLength) > end)
       throw usage('ERR_PENSTOCK_OUT_OF_RANGE', `${byteLength} bytes from that pointer run past the end of its allocation`);
     prepareDevice(info.device);
-    return new DeviceBuffer({ ptr, device: info.device, owned: false, freed: false, busy: 0 }, 0, byteLength);
+    return new DeviceBuffer(newRoot(ptr, info.device, false), 0, byteLength);
   }
 
   /** The GPU ordinal that holds this memory. */
@@ -98,7 +106,7 @@ export class DeviceBuffer {
   }
 
   get freed(): boolean {
-    return this.#root.freed;
+    return this.#root.lifetime.ended;
   }
 
   /** The device address as a bigint (for handing to other CUDA code). */
@@ -124,8 +132,8 @@ export class DeviceBuffer {
     checkLength(offset, 'offset');
     checkRange(offset, src.length, this.byteLength, 'DeviceBuffer');
     if (src.length === 0) return;
-    await this.#withBusy(src.pinned, () =>
-      native().copyHostToDevice(this.device, this.ptr + BigInt(offset), src.buffer, src.offset, src.length).promise,
+    await this.#withBusy(src, () =>
+      native().copyHostToDevice(this.device, this.ptr + BigInt(offset), src.view, src.offset, src.length).promise,
     );
   }
 
@@ -139,8 +147,8 @@ export class DeviceBuffer {
     checkRange(offset, size, this.byteLength, 'DeviceBuffer');
     checkRange(0, size, dst.length, 'target');
     if (size === 0) return;
-    await this.#withBusy(dst.pinned, () =>
-      native().copyDeviceToHost(this.device, dst.buffer, dst.offset, this.ptr + BigInt(offset), size).promise,
+    await this.#withBusy(dst, () =>
+      native().copyDeviceToHost(this.device, dst.view, dst.offset, this.ptr + BigInt(offset), size).promise,
     );
   }
 
@@ -157,9 +165,7 @@ export class DeviceBuffer {
    */
   free(): void {
     const root = this.#root;
-    if (root.freed) return;
-    if (root.busy > 0) throw usage('ERR_PENSTOCK_BUFFER_BUSY', 'This DeviceBuffer is in use by an operation in flight');
-    root.freed = true;
+    if (!root.lifetime.end()) return;
     if (root.owned && root.ptr !== 0n) {
       collector.unregister(root);
       call(() => native().deviceFree(root.device, root.ptr));
@@ -172,7 +178,7 @@ export class DeviceBuffer {
 
   /** @internal Throws a clear error when the memory was freed. */
   assertLive(): void {
-    if (this.#root.freed) throw usage('ERR_PENSTOCK_FREED', 'This DeviceBuffer was freed');
+    this.#root.lifetime.assertLive();
   }
 
   /** @internal Marks the memory busy for the duration of `fn`'s promise. */
@@ -181,17 +187,12 @@ export class DeviceBuffer {
     return await this.#withBusy(undefined, fn);
   }
 
-  async #withBusy<T>(pinned: { busy: number } | undefined, fn: () => Promise<T>): Promise<T> {
-    this.assertLive();
-    this.#root.busy++;
-    if (pinned) pinned.busy++;
+  async #withBusy<T>(host: HostRegion | undefined, fn: () => Promise<T>): Promise<T> {
+    const run = host?.pinned ? () => host.pinned!.use(fn) : fn;
     try {
-      return await fn();
+      return await this.#root.lifetime.use(run);
     } catch (err) {
       throw fromNative(err);
-    } finally {
-      this.#root.busy--;
-      if (pinned) pinned.busy--;
     }
   }
 }

@@ -1,10 +1,49 @@
 #include "instance.h"
 
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+
 #include "io_op.h"
 
 namespace penstock {
 
+namespace {
+// Never destroyed: read by workers and by the exit handler until the very end.
+std::mutex& g_registryMutex = *new std::mutex();
+std::set<Instance*>& g_instances = *new std::set<Instance*>();
+std::mutex& g_liveMutex = *new std::mutex();
+std::condition_variable& g_liveDrained = *new std::condition_variable();
+int g_live = 0;
+
+void OnExit() {
+  {
+    std::lock_guard<std::mutex> lock(g_registryMutex);
+    for (Instance* i : g_instances) i->CancelAll();
+  }
+  // Running tasks finish their current pread or copy; a stuck device does not hold exit forever.
+  std::unique_lock<std::mutex> lock(g_liveMutex);
+  g_liveDrained.wait_for(lock, std::chrono::seconds(10), [] { return g_live == 0; });
+}
+}  // namespace
+
+int LiveOperations() {
+  std::lock_guard<std::mutex> lock(g_liveMutex);
+  return g_live;
+}
+
+void DrainAtExit() { std::atexit(OnExit); }
+
+void Instance::CancelAll() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& op : live_) op->Cancel();
+}
+
 Instance::Instance(Napi::Env env) {
+  {
+    std::lock_guard<std::mutex> lock(g_registryMutex);
+    g_instances.insert(this);
+  }
   tsfn_ = Tsfn::New(env, "penstock-completions", 0, 1, nullptr);
   // Idle until an operation is in flight: an idle penstock must not keep the process alive.
   tsfn_.Unref(env);
@@ -17,6 +56,8 @@ void Instance::Begin(Napi::Env env, std::shared_ptr<Operation> op) {
   if (live_.empty()) tsfn_.Ref(env);
   live_.insert(std::move(op));
   ++running_;
+  std::lock_guard<std::mutex> live(g_liveMutex);
+  ++g_live;
 }
 
 void Instance::Finish(Napi::Env env, const std::shared_ptr<Operation>& op) {
@@ -45,6 +86,8 @@ void Instance::TasksDrained(const std::shared_ptr<Operation>& op) {
   --running_;
   if (running_ == 0) drained_.notify_all();
   (void)posted;
+  std::lock_guard<std::mutex> live(g_liveMutex);
+  if (--g_live == 0) g_liveDrained.notify_all();
 }
 
 void Instance::Deliver(Napi::Env env, Napi::Function, std::nullptr_t*, Event* event) {
@@ -65,6 +108,10 @@ void Instance::Deliver(Napi::Env env, Napi::Function, std::nullptr_t*, Event* ev
 }
 
 void Instance::Teardown() {
+  {
+    std::lock_guard<std::mutex> lock(g_registryMutex);
+    g_instances.erase(this);
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   closing_ = true;
   for (auto& op : live_) op->Cancel();
