@@ -81,13 +81,16 @@ bool Instance::Post(std::shared_ptr<Operation> op, bool done) {
 }
 
 void Instance::TasksDrained(const std::shared_ptr<Operation>& op) {
+  {
+    // Before the Promise can settle: whatever runs after it must see this operation as done.
+    std::lock_guard<std::mutex> live(g_liveMutex);
+    if (--g_live == 0) g_liveDrained.notify_all();
+  }
   bool posted = Post(op, true);
   std::lock_guard<std::mutex> lock(mutex_);
   --running_;
   if (running_ == 0) drained_.notify_all();
   (void)posted;
-  std::lock_guard<std::mutex> live(g_liveMutex);
-  if (--g_live == 0) g_liveDrained.notify_all();
 }
 
 void Instance::Deliver(Napi::Env env, Napi::Function, std::nullptr_t*, Event* event) {
