@@ -1,4 +1,7 @@
 {
+  "variables": {
+    "penstock_sanitize%": 0
+  },
   "targets": [
     {
       "target_name": "penstock",
@@ -26,7 +29,13 @@
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
       "cflags_cc": ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-fvisibility=hidden"],
-      "libraries": ["-ldl", "-lpthread"]
+      "libraries": ["-ldl", "-lpthread"],
+      "conditions": [
+        ["penstock_sanitize==1", {
+          "cflags_cc": ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g", "-O1"],
+          "ldflags": ["-fsanitize=address,undefined"]
+        }]
+      ]
     }
   ]
 }

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <vector>
 
 #include "io_op.h"
 
@@ -123,8 +124,15 @@ void Instance::Teardown() {
   drained_.wait(lock, [&] { return running_ == 0; });
   // The environment is going away: its references must not be deleted through it later, so the
   // unsettled operations are left behind on purpose (the process is ending or the worker is).
-  auto* abandoned = new std::set<std::shared_ptr<Operation>>(std::move(live_));
-  for (auto& op : *abandoned) op->Abandon();
+  // They stay in a list that is never destroyed: kept on purpose, not lost.
+  if (!live_.empty()) {
+    static auto* abandoned = new std::vector<std::shared_ptr<Operation>>();
+    std::lock_guard<std::mutex> keep(g_registryMutex);
+    for (auto& op : live_) {
+      op->Abandon();
+      abandoned->push_back(op);
+    }
+  }
   live_.clear();
   tsfn_.Abort();
 }

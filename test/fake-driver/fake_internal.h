@@ -50,6 +50,9 @@ typedef struct fake_rec fake_rec;
 int fk_device_count(void);
 int fk_valid_device(int device);
 
+/* FAKE_CUDA_PINNED_UNMAP: cuMemHostAlloc memory is a mapping of its own, unmapped when freed. */
+int fk_pinned_unmap(void);
+
 /* FAKE_CUDA_MEM_LIMIT: the per-device capacity, reported as total memory too. */
 unsigned long long fk_mem_limit(void);
 

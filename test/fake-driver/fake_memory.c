@@ -24,6 +24,7 @@ struct fake_rec {
   int device;
   int busy;  /* copies in flight that touch this range */
   int dying; /* being freed: invisible to lookups while the free waits for busy == 0 */
+  int mapped; /* cuMemHostAlloc memory of its own mapping (FAKE_CUDA_PINNED_UNMAP) */
 };
 
 /* A linked list: records must not move, because in-flight copies hold pointers to them. */
@@ -193,13 +194,22 @@ FAKE_API CUresult cuMemHostAlloc(void **pp, size_t size, unsigned flags) {
   if (r) return r;
   if (!pp || !size) return CUDA_ERROR_INVALID_VALUE;
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t span = (size + page - 1) / page * page;
   void *p = NULL;
   fake_rec *rec = calloc(1, sizeof *rec);
-  if (!rec || posix_memalign(&p, page, (size + page - 1) / page * page)) {
+  if (!rec) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (fk_pinned_unmap()) {
+    /* Its own mapping, unmapped by cuMemFreeHost: a write after the free faults at once. */
+    p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) p = NULL;
+  } else if (posix_memalign(&p, page, span)) {
+    p = NULL;
+  }
+  if (!p) {
     free(rec);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  *rec = (fake_rec){.base = (uintptr_t)p, .size = size, .kind = REC_HOST_ALLOC};
+  *rec = (fake_rec){.base = (uintptr_t)p, .size = size, .kind = REC_HOST_ALLOC, .mapped = fk_pinned_unmap()};
   pthread_mutex_lock(&g_mu);
   add_rec(rec);
   g_pinned_bytes += (long long)size;
@@ -220,7 +230,12 @@ FAKE_API CUresult cuMemFreeHost(void *p) {
   retire(rec);
   g_pinned_bytes -= (long long)rec->size;
   pthread_mutex_unlock(&g_mu);
-  free(p);
+  if (rec->mapped) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    munmap(p, (rec->size + page - 1) / page * page);
+  } else {
+    free(p);
+  }
   free(rec);
   return CUDA_SUCCESS;
 }
