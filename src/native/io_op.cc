@@ -285,6 +285,8 @@ void Operation::DeliverProgress(Napi::Env env) {
 void Operation::Abandon() {
   keepAlive.SuppressDestruct();
   progress.SuppressDestruct();
+  // Only the C++ handle: the promise itself cannot be settled in an environment going away.
+  delete deferred;
   deferred = nullptr;
 }
 

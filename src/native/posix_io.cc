@@ -117,16 +117,21 @@ int DropCache(int fd) { return posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); }
 
 // Page-aligned scratch for host transfers through O_DIRECT (the user's buffer is rarely aligned).
 char* Scratch(size_t n) {
-  thread_local char* p = nullptr;
-  thread_local size_t size = 0;
-  if (size < n) {
-    free(p);
-    p = nullptr;
-    size = 0;
-    if (posix_memalign(reinterpret_cast<void**>(&p), kAlign, n) != 0) return nullptr;
-    size = n;
+  // Freed when the thread ends: pool workers leave when the pool shrinks.
+  struct Block {
+    char* p = nullptr;
+    size_t size = 0;
+    ~Block() { free(p); }
+  };
+  thread_local Block b;
+  if (b.size < n) {
+    free(b.p);
+    b.p = nullptr;
+    b.size = 0;
+    if (posix_memalign(reinterpret_cast<void**>(&b.p), kAlign, n) != 0) return nullptr;
+    b.size = n;
   }
-  return p;
+  return b.p;
 }
 
 }  // namespace penstock

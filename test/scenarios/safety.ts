@@ -89,16 +89,22 @@ const scenarios: Record<string, () => Promise<void>> = {
     } catch (e) {
       error = `${(e as { code?: string }).code}: ${(e as Error).message}`;
     }
-    // A long stream of staged reads; the worker's configure() and GPU read run beside it.
-    let streamDone = false;
-    const stream = (async () => {
-      for (let i = 0; i < 40; i++) await f.read(b);
-      streamDone = true;
-    })();
+    // Staged reads, four at a time so the pool never runs dry, until the worker's configure()
+    // and GPU read are done (or a limit that only a worker held up until the end would reach).
+    let workerDone = false;
+    let rounds = 0;
+    const limit = 1600;
+    // Lanes of different sizes finish at different times, so the queue is never empty between them.
+    const lane = async (bytes: number) => {
+      for (; rounds < limit && !workerDone; rounds++) await f.read(b, { size: bytes });
+    };
+    const stream = Promise.all([1, 2, 3, 4].map((k) => lane(Math.min(size, k * (size >> 2)))));
     const w2 = await worker('worker-configure-device');
-    const workerSawStreamDone = await new Promise<boolean>((resolve) => w2.once('message', () => resolve(streamDone)));
+    await new Promise((resolve) => w2.once('message', resolve));
+    workerDone = true;
+    const roundsWhenDone = rounds;
     await stream;
-    report({ first, error, workerBeforeStreamEnd: !workerSawStreamDone, size });
+    report({ first, error, workerBeforeStreamEnd: roundsWhenDone < limit, size });
   },
   async 'worker-threads-16'() {
     p.configure({ threads: 16 });
