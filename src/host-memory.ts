@@ -23,6 +23,12 @@ import { usage } from './errors.js';
 import { PinnedBuffer } from './pinned-buffer.js';
 import { describe } from './validate.js';
 
+/** Error codes raised for host memory. */
+export const HOST_MEMORY_ERROR_CODES = {
+  ERR_PENSTOCK_INVALID_BUFFER: 'the value is not host memory penstock can use',
+  ERR_PENSTOCK_RESIZABLE_BUFFER: 'a resizable ArrayBuffer or growable SharedArrayBuffer, which could shrink under an operation',
+} as const;
+
 /** Anything penstock accepts as host memory. */
 export type HostMemory = ArrayBufferView | ArrayBuffer | SharedArrayBuffer | PinnedBuffer;
 
