@@ -66,3 +66,12 @@ test("a worker resizing the shared pool neither breaks the main thread's staged 
   assert.equal(r.json?.first, 8 << 20);
   assert.equal(r.json?.workerBeforeStreamEnd, true, "the worker's configure() and GPU read waited for the main thread's stream");
 });
+
+test('when the file system refuses O_DIRECT mid-transfer, the record says buffered and why', () => {
+  const preload = [process.env.LD_PRELOAD, path.join(fakeDriverDir, 'libdirect_einval.so')].filter(Boolean).join(' ');
+  const r = scenario('direct-refused', file, [], { LD_PRELOAD: preload });
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(r.json, {
+    readBytes: 8 << 20, readDirect: false, same: true, writeBytes: 8 << 20, writeDirect: false, route: 'DIRECT_IO_REFUSED',
+  });
+});

@@ -44,6 +44,13 @@ const targets = [
     flags: ['-Wl,-soname,libcufile.so.0', cuda, '-Wl,-rpath,$ORIGIN', '-Wl,--disable-new-dtags'],
     inputs: [cuda],
   },
+  {
+    output: path.join(outDir, 'libdirect_einval.so'),
+    sources: ['direct_einval.c'],
+    headers: [],
+    flags: ['-ldl'],
+    inputs: [],
+  },
 ];
 
 function mtime(file) {

@@ -121,6 +121,20 @@ const scenarios: Record<string, () => Promise<void>> = {
     b.free();
     parentPort!.postMessage('done');
   },
+  /** Reads and writes through O_DIRECT while the file system refuses it (the preload). */
+  async 'direct-refused'() {
+    p.configure({ directIoRead: true, directIoWrite: true, threads: 2 });
+    const fs = await import('node:fs');
+    const expected = fs.readFileSync(file!);
+    await using f = await p.open(file!, 'r+');
+    const got = Buffer.alloc(expected.length);
+    const read = await f.readRecorded(got);
+    const write = await f.writeRecorded(expected);
+    report({
+      readBytes: read.bytes, readDirect: read.direct, same: got.equals(expected),
+      writeBytes: write.bytes, writeDirect: write.direct, route: f.route.directIo?.code,
+    });
+  },
 };
 
 if (name !== undefined) {
