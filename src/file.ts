@@ -10,6 +10,7 @@ import { DeviceBuffer } from './device-buffer.js';
 import { AbortError, fromNative, usage } from './errors.js';
 import { hostRegion, type HostMemory } from './host-memory.js';
 import { Lifetime } from './lifetime.js';
+import { progressOf, transferOptions, type ValidOptions } from './transfer-options.js';
 import { FileRouting, type FileRoute, type RouteReason } from './routing.js';
 import { anyDevicePrepared, cufileEvidence, currentSettings, ensurePool, prepareDevice } from './runtime.js';
 import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
@@ -373,47 +374,6 @@ export class PenstockFile {
     if (fd >= 0) this.#resources.fds.push(fd);
     return fd;
   }
-}
-
-/** Transfer options after validation. */
-interface ValidOptions {
-  fileOffset: number;
-  memOffset: number;
-  size: number | undefined;
-  signal: AbortSignal | undefined;
-  onProgress: ((bytesDone: number) => void) | undefined;
-}
-
-/** Checks a transfer's options object (absent, or a plain object of known fields). */
-function transferOptions(options: unknown, write: boolean): ValidOptions {
-  if (options === undefined) options = {};
-  if (options === null || typeof options !== 'object')
-    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `options must be an object, got ${describe(options)}`);
-  const o = options as ReadOptions & WriteOptions;
-  const memName = write ? 'sourceOffset' : 'targetOffset';
-  const fileOffset = o.fileOffset ?? 0;
-  const memOffset = (write ? o.sourceOffset : o.targetOffset) ?? 0;
-  checkLength(fileOffset, 'fileOffset');
-  checkLength(memOffset, memName);
-  if (o.size !== undefined) checkLength(o.size, 'size');
-  if (o.onProgress !== undefined && typeof o.onProgress !== 'function')
-    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'onProgress must be a function');
-  if (o.signal !== undefined && !(o.signal instanceof AbortSignal))
-    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'signal must be an AbortSignal');
-  return { fileOffset, memOffset, size: o.size, signal: o.signal, onProgress: o.onProgress };
-}
-
-/** A progress callback whose throwing cannot break the I/O: it is reported like an unhandled error. */
-function progressOf(onProgress: (bytesDone: number) => void): (bytesDone: number) => void {
-  return (n: number) => {
-    try {
-      onProgress(n);
-    } catch (err) {
-      queueMicrotask(() => {
-        throw err;
-      });
-    }
-  };
 }
 
 /**
