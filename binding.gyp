@@ -32,8 +32,8 @@
       "libraries": ["-ldl", "-lpthread"],
       "conditions": [
         ["penstock_sanitize==1", {
-          "cflags_cc": ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g", "-O1"],
-          "ldflags": ["-fsanitize=address,undefined"]
+          "cflags_cc": ["-fsanitize=address,undefined,float-cast-overflow", "-fno-sanitize-recover=undefined,float-cast-overflow", "-fno-omit-frame-pointer", "-g", "-O1"],
+          "ldflags": ["-fsanitize=address,undefined,float-cast-overflow"]
         }]
       ]
     }

@@ -41,7 +41,7 @@ for (const entry of ['package.json', 'binding.gyp', 'src', 'dist', 'test', 'docs
 fs.rmSync(path.join(root, 'dist/fake-driver'), { recursive: true, force: true });
 fs.symlinkSync(path.join(repo, 'node_modules'), path.join(root, 'node_modules'));
 
-const sanitize = '-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer';
+const sanitize = '-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow -fno-omit-frame-pointer';
 // npm names its own node-gyp to the scripts it runs; otherwise one on PATH.
 const gyp = process.env.npm_config_node_gyp;
 const gypArgs = ['rebuild', '--penstock_sanitize=1', '-j', '2'];
