@@ -1,4 +1,7 @@
 {
+  "variables": {
+    "penstock_sanitize%": 0
+  },
   "targets": [
     {
       "target_name": "penstock",
@@ -19,14 +22,21 @@
         "src/native/memory_bindings.cc",
         "src/native/ipc_bindings.cc",
         "src/native/errors.cc",
-        "src/native/addon.cc"
+        "src/native/addon.cc",
+        "src/native/args.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_DISABLE_DEPRECATED", "NAPI_CPP_EXCEPTIONS"],
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
       "cflags_cc": ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-fvisibility=hidden"],
-      "libraries": ["-ldl", "-lpthread"]
+      "libraries": ["-ldl", "-lpthread"],
+      "conditions": [
+        ["penstock_sanitize==1", {
+          "cflags_cc": ["-fsanitize=address,undefined,float-cast-overflow", "-fno-sanitize-recover=undefined,float-cast-overflow", "-fno-omit-frame-pointer", "-g", "-O1"],
+          "ldflags": ["-fsanitize=address,undefined,float-cast-overflow"]
+        }]
+      ]
     }
   ]
 }

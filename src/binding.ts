@@ -87,38 +87,57 @@ export interface CuFileGpuCounters {
 
 export type NativeRoute = 'posix-host' | 'posix-device' | 'cufile';
 
-/** One operation as native code sees it: plain data, validated in TypeScript. */
-export interface NativeOpSpec {
+/**
+ * One operation as native code sees it: plain data, validated in TypeScript. Native code reads
+ * exactly the keys of its route, each of them required (it assumes no value), and refuses any
+ * other key.
+ */
+export type NativeOpSpec = NativeHostSpec | NativeStagedSpec | NativeCuFileSpec;
+
+interface NativeSpecBase {
   write: boolean;
-  route: NativeRoute;
   fd: number;
   /** A second descriptor opened with O_DIRECT, or -1. */
   directFd: number;
   fileOffset: number;
   size: number;
   taskSize: number;
-  /** Host target: the view's ArrayBuffer and the byte offset inside it. */
-  hostBuffer?: ArrayBuffer | SharedArrayBuffer;
-  hostOffset?: number;
-  /** Device target. */
-  devicePtr?: bigint;
-  device?: number;
-  /** Registered cuFile handle id (route `cufile`). */
-  cufileHandle?: number;
-  /** Base pointer handed to cuFile and the offset from it. */
-  cufileBase?: bigint;
-  cufileBaseOffset?: number;
+  /** Buffered writes through cache-sized scratch: host writes of 1 MiB+ tasks in pieces of this size, staged writes piece by piece (0: none). */
+  writePiece: number;
+  /** At most this many tasks in flight (0: one per pool thread). */
+  maxRunners: number;
   progress?: (bytesDone: number) => void;
+}
+
+export interface NativeHostSpec extends NativeSpecBase {
+  route: 'posix-host';
+  /** The host memory: native code takes its address and size from the engine, never from properties. */
+  host: ArrayBufferView | ArrayBuffer;
+  /** Byte offset inside `host`. */
+  hostOffset: number;
   /** Host reads of 1 MiB+ tasks through cache-sized scratch and streaming stores. */
-  hostStaging?: boolean;
-  /** Buffered writes through cache-sized scratch: host writes of 1 MiB+ tasks in pieces of this size, staged writes piece by piece (0 or absent: none). */
-  writePiece?: number;
-  /** At most this many tasks in flight (0 or absent: one per pool thread). */
-  maxRunners?: number;
-  /** Staged device reads: workers that carry pieces from the range's end by registering page-cache pages. */
-  mappedRunners?: number;
+  hostStaging: boolean;
+}
+
+export interface NativeStagedSpec extends NativeSpecBase {
+  route: 'posix-device';
+  devicePtr: bigint;
+  device: number;
+  /** Staged device reads: workers that carry pieces from the range's end by registering page-cache pages (0: none). */
+  mappedRunners: number;
   /** Bytes per mapped piece. */
-  mappedPiece?: number;
+  mappedPiece: number;
+}
+
+export interface NativeCuFileSpec extends NativeSpecBase {
+  route: 'cufile';
+  devicePtr: bigint;
+  device: number;
+  /** Registered cuFile handle id. */
+  cufileHandle: number;
+  /** Base pointer handed to cuFile and the offset from it. */
+  cufileBase: bigint;
+  cufileBaseOffset: number;
 }
 
 /** What the mapped runners carried of a staged device read. */
@@ -147,6 +166,8 @@ export interface NativeOpResult {
   mapped?: NativeMappedResult;
   /** Bytes that cuFile itself reported as short reads (end of file). */
   eof: boolean;
+  /** Pieces that the file system refused through O_DIRECT (EINVAL) and that went buffered instead. */
+  directFallback?: { pieces: number; record: NativeErrorRecord };
 }
 
 export interface NativeOp {
@@ -178,8 +199,8 @@ export interface NativeAddon {
   /** Owning device, base and size of a device allocation, or throws for a non-device pointer. */
   pointerInfo(ptr: bigint): { device: number; base: bigint; size: number };
   memGetInfo(ordinal: number): { free: number; total: number };
-  copyHostToDevice(ordinal: number, dst: bigint, src: ArrayBuffer | SharedArrayBuffer, srcOffset: number, size: number): NativeOp;
-  copyDeviceToHost(ordinal: number, dst: ArrayBuffer | SharedArrayBuffer, dstOffset: number, src: bigint, size: number): NativeOp;
+  copyHostToDevice(ordinal: number, dst: bigint, src: ArrayBufferView | ArrayBuffer, srcOffset: number, size: number): NativeOp;
+  copyDeviceToHost(ordinal: number, dst: ArrayBufferView | ArrayBuffer, dstOffset: number, src: bigint, size: number): NativeOp;
   pinnedAlloc(size: number): ArrayBuffer;
   /** Detaches the ArrayBuffer (so views become empty) and frees the pinned memory. */
   pinnedFree(buffer: ArrayBuffer): void;
@@ -194,7 +215,7 @@ export interface NativeAddon {
   submit(spec: NativeOpSpec): NativeOp;
   /** Operations started and not yet settled, process-wide. */
   inflight(): number;
-  /** Fraction of sampled pages of a file range in the page cache, or -1. */
+  /** Fraction of sampled pages of a file range (the part inside the file) in the page cache, or -1. */
   residency(fd: number, offset: number, length: number, samples: number): number;
   /** posix_fadvise(DONTNEED) over the whole file. */
   dropCache(fd: number): void;

@@ -3,25 +3,29 @@
  */
 import { native } from './binding.js';
 import { fromNative, usage } from './errors.js';
-import { hostRegion, type HostMemory } from './host-memory.js';
+import { hostRegion, type HostMemory, type HostRegion } from './host-memory.js';
+import { Lifetime } from './lifetime.js';
 import { call, checkDevice, prepareDevice, requireCuda } from './runtime.js';
 import { checkLength, checkRange, describe } from './validate.js';
 
-/** The allocation a buffer and all its views share. */
+/** The allocation a buffer and all its views share (reachable only through private fields). */
 interface Root {
-  ptr: bigint;
-  device: number;
-  owned: boolean;
-  freed: boolean;
-  busy: number;
+  readonly ptr: bigint;
+  readonly device: number;
+  readonly owned: boolean;
   /** A mapping of another process's memory (CUDA IPC): released by closing the mapping. */
-  imported?: boolean;
+  readonly imported: boolean;
+  readonly lifetime: Lifetime;
   /** Holds that keep the memory after free() (IPC exports); the last one releases it. */
-  holds?: number;
+  readonly holds: { count: number };
+}
+
+function newRoot(ptr: bigint, device: number, owned: boolean, imported = false): Root {
+  return Object.freeze({ ptr, device, owned, imported, lifetime: new Lifetime('This DeviceBuffer'), holds: { count: 0 } });
 }
 
 /** What releasing a root's memory needs: the owning GPU, the pointer, and how to let go. */
-type Releasable = { ptr: bigint; device: number; imported?: boolean };
+type Releasable = { ptr: bigint; device: number; imported: boolean };
 
 function releaseMemory(m: Releasable): void {
   if (m.imported) native().ipcCloseMemHandle(m.device, m.ptr);
@@ -73,13 +77,17 @@ export interface DeviceBufferOptions {
 export class DeviceBuffer {
   readonly #root: Root;
   readonly #offset: number;
-  /** Size in bytes. */
-  readonly byteLength: number;
+  readonly #byteLength: number;
 
   private constructor(root: Root, offset: number, byteLength: number) {
     this.#root = root;
     this.#offset = offset;
-    this.byteLength = byteLength;
+    this.#byteLength = byteLength;
+  }
+
+  /** Size in bytes. */
+  get byteLength(): number {
+    return this.#byteLength;
   }
 
   /**
@@ -93,8 +101,8 @@ export class DeviceBuffer {
     checkDevice(device);
     prepareDevice(device);
     const ptr = size === 0 ? 0n : call(() => native().deviceAlloc(device, size));
-    const root: Root = { ptr, device, owned: true, freed: false, busy: 0 };
-    if (ptr !== 0n) collector.register(root, { ptr, device }, root);
+    const root = newRoot(ptr, device, true);
+    if (ptr !== 0n) collector.register(root, { ptr, device, imported: false }, root);
     return new DeviceBuffer(root, 0, size);
   }
 
@@ -115,7 +123,7 @@ export class DeviceBuffer {
     if (ptr + BigInt(byteLength) > end)
       throw usage('ERR_PENSTOCK_OUT_OF_RANGE', `${byteLength} bytes from that pointer run past the end of its allocation`);
     prepareDevice(info.device);
-    return new DeviceBuffer({ ptr, device: info.device, owned: false, freed: false, busy: 0 }, 0, byteLength);
+    return new DeviceBuffer(newRoot(ptr, info.device, false), 0, byteLength);
   }
 
   /**
@@ -124,7 +132,7 @@ export class DeviceBuffer {
    * the mapping.
    */
   static fromIpcMapping(base: bigint, device: number, offset: number, byteLength: number): DeviceBuffer {
-    const root: Root = { ptr: base, device, owned: false, imported: true, freed: false, busy: 0 };
+    const root = newRoot(base, device, false, true);
     collector.register(root, { ptr: base, device, imported: true }, root);
     return new DeviceBuffer(root, offset, byteLength);
   }
@@ -139,13 +147,12 @@ export class DeviceBuffer {
       offset: buffer.#offset,
       device: root.device,
       hold: () => {
-        root.holds = (root.holds ?? 0) + 1;
+        root.holds.count++;
         let held = true;
         return () => {
           if (!held) return;
           held = false;
-          root.holds!--;
-          if (root.holds === 0 && root.freed) releaseRoot(root);
+          if (--root.holds.count === 0 && root.lifetime.ended) releaseRoot(root);
         };
       },
     };
@@ -162,7 +169,7 @@ export class DeviceBuffer {
   }
 
   get freed(): boolean {
-    return this.#root.freed;
+    return this.#root.lifetime.ended;
   }
 
   /** The device address as a bigint (for handing to other CUDA code). */
@@ -188,8 +195,8 @@ export class DeviceBuffer {
     checkLength(offset, 'offset');
     checkRange(offset, src.length, this.byteLength, 'DeviceBuffer');
     if (src.length === 0) return;
-    await this.#withBusy(src.pinned, () =>
-      native().copyHostToDevice(this.device, this.ptr + BigInt(offset), src.buffer, src.offset, src.length).promise,
+    await this.#withBusy(src, () =>
+      native().copyHostToDevice(this.device, this.ptr + BigInt(offset), src.view, src.offset, src.length).promise,
     );
   }
 
@@ -203,8 +210,8 @@ export class DeviceBuffer {
     checkRange(offset, size, this.byteLength, 'DeviceBuffer');
     checkRange(0, size, dst.length, 'target');
     if (size === 0) return;
-    await this.#withBusy(dst.pinned, () =>
-      native().copyDeviceToHost(this.device, dst.buffer, dst.offset, this.ptr + BigInt(offset), size).promise,
+    await this.#withBusy(dst, () =>
+      native().copyDeviceToHost(this.device, dst.view, dst.offset, this.ptr + BigInt(offset), size).promise,
     );
   }
 
@@ -223,10 +230,8 @@ export class DeviceBuffer {
    */
   free(): void {
     const root = this.#root;
-    if (root.freed) return;
-    if (root.busy > 0) throw usage('ERR_PENSTOCK_BUFFER_BUSY', 'This DeviceBuffer is in use by an operation in flight');
-    root.freed = true;
-    if (!root.holds) releaseRoot(root);
+    if (!root.lifetime.end()) return;
+    if (root.holds.count === 0) releaseRoot(root);
   }
 
   [Symbol.dispose](): void {
@@ -235,7 +240,7 @@ export class DeviceBuffer {
 
   /** @internal Throws a clear error when the memory was freed. */
   assertLive(): void {
-    if (this.#root.freed) throw usage('ERR_PENSTOCK_FREED', 'This DeviceBuffer was freed');
+    this.#root.lifetime.assertLive();
   }
 
   /** @internal Marks the memory busy for the duration of `fn`'s promise. */
@@ -244,17 +249,12 @@ export class DeviceBuffer {
     return await this.#withBusy(undefined, fn);
   }
 
-  async #withBusy<T>(pinned: { busy: number } | undefined, fn: () => Promise<T>): Promise<T> {
-    this.assertLive();
-    this.#root.busy++;
-    if (pinned) pinned.busy++;
+  async #withBusy<T>(host: HostRegion | undefined, fn: () => Promise<T>): Promise<T> {
+    const run = host?.pinned ? () => host.pinned!.use(fn) : fn;
     try {
-      return await fn();
+      return await this.#root.lifetime.use(run);
     } catch (err) {
       throw fromNative(err);
-    } finally {
-      this.#root.busy--;
-      if (pinned) pinned.busy--;
     }
   }
 }

@@ -8,7 +8,9 @@ import { native, type NativeOp, type NativeOpSpec, type NativeOpResult } from '.
 import type { CompatMode } from './config.js';
 import { DeviceBuffer } from './device-buffer.js';
 import { AbortError, fromNative, usage } from './errors.js';
-import { hostRegion, isHostMemory, type HostMemory } from './host-memory.js';
+import { hostRegion, type HostMemory } from './host-memory.js';
+import { Lifetime } from './lifetime.js';
+import { progressOf, transferOptions, type ValidOptions } from './transfer-options.js';
 import { FileRouting, type FileRoute, type RouteReason } from './routing.js';
 import { anyDevicePrepared, cufileEvidence, currentSettings, ensurePool, prepareDevice } from './runtime.js';
 import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
@@ -102,7 +104,9 @@ export class PenstockFile {
   #mappedRefused: RouteReason | undefined;
   #routing: FileRouting;
   #stats = new StatsBook();
-  #inflight = new Set<Promise<unknown>>();
+  #directPending: Promise<number> | undefined;
+  // Operations in flight; close() ends it once they have settled.
+  readonly #lifetime: Lifetime;
   #closing: Promise<void> | undefined;
 
   /** @internal Use `open()`. */
@@ -111,6 +115,7 @@ export class PenstockFile {
     this.flags = flags;
     this.#fd = fd;
     this.#routing = new FileRouting(compatMode);
+    this.#lifetime = new Lifetime(`The file ${path}`, 'ERR_PENSTOCK_FILE_CLOSED', 'is closed');
     this.#resources = { path, fds: [fd], routing: this.#routing };
     fileCollector.register(this, this.#resources, this);
   }
@@ -162,24 +167,24 @@ export class PenstockFile {
    * Reads from the file into `target` (GPU or host memory). Resolves to the bytes read, which is
    * fewer than asked only at end of file; bytes of the target past that are left untouched.
    */
-  async read(target: Memory, options: ReadOptions = {}): Promise<number> {
+  async read(target: Memory, options?: ReadOptions): Promise<number> {
     // Awaited here (not chained with .then) so that errors carry the caller in their async stack.
-    return (await this.#transfer(false, target, options.targetOffset ?? 0, options)).bytes;
+    return (await this.#transfer(false, target, options)).bytes;
   }
 
   /** @internal A read that also reports the route record of this one operation. */
-  readRecorded(target: Memory, options: ReadOptions = {}): Promise<OpRecord> {
-    return this.#transfer(false, target, options.targetOffset ?? 0, options);
+  readRecorded(target: Memory, options?: ReadOptions): Promise<OpRecord> {
+    return this.#transfer(false, target, options);
   }
 
   /** Writes `source` (GPU or host memory) to the file. Resolves to the bytes written. */
-  async write(source: Memory, options: WriteOptions = {}): Promise<number> {
-    return (await this.#transfer(true, source, options.sourceOffset ?? 0, options)).bytes;
+  async write(source: Memory, options?: WriteOptions): Promise<number> {
+    return (await this.#transfer(true, source, options)).bytes;
   }
 
   /** @internal A write that also reports the route record of this one operation. */
-  writeRecorded(source: Memory, options: WriteOptions = {}): Promise<OpRecord> {
-    return this.#transfer(true, source, options.sourceOffset ?? 0, options);
+  writeRecorded(source: Memory, options?: WriteOptions): Promise<OpRecord> {
+    return this.#transfer(true, source, options);
   }
 
   /** Closes the file after the operations in flight settle. Idempotent. */
@@ -193,7 +198,7 @@ export class PenstockFile {
   }
 
   async #doClose(): Promise<void> {
-    await Promise.allSettled([...this.#inflight]);
+    await this.#lifetime.endWhenIdle();
     this.#routing.release();
     fileCollector.unregister(this);
     const fds = [this.#fd, this.#directFd].filter((x): x is number => x !== undefined && x >= 0);
@@ -202,48 +207,25 @@ export class PenstockFile {
   }
 
   #assertOpen(): void {
-    if (this.#closing) throw usage('ERR_PENSTOCK_FILE_CLOSED', `The file ${this.path} is closed`);
+    this.#lifetime.assertLive();
   }
 
-  #transfer(write: boolean, memory: Memory, memOffset: number, options: TransferOptions): Promise<OpRecord> {
-    let started: Promise<OpRecord>;
-    try {
-      started = this.#start(write, memory, memOffset, options);
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    return this.#track(started);
+  async #transfer(write: boolean, memory: Memory, options: TransferOptions | undefined): Promise<OpRecord> {
+    // Awaited here, so that errors carry the caller in their async stack.
+    return await this.#lifetime.use(() => this.#start(write, memory, transferOptions(options, write)));
   }
 
-  /** Keeps the operation in the in-flight set until it settles (close() waits for that set). */
-  async #track(started: Promise<OpRecord>): Promise<OpRecord> {
-    this.#inflight.add(started);
-    try {
-      // Awaiting (rather than attaching handlers) keeps the caller in async stack traces.
-      return await started;
-    } finally {
-      this.#inflight.delete(started);
-    }
-  }
-
-  #start(write: boolean, memory: Memory, memOffset: number, options: TransferOptions): Promise<OpRecord> {
-    this.#assertOpen();
+  async #start(write: boolean, memory: Memory, options: ValidOptions): Promise<OpRecord> {
     const mode = FLAG_TABLE[this.flags];
     if (write && !mode.write) throw usage('ERR_PENSTOCK_NOT_WRITABLE', `The file ${this.path} was opened '${this.flags}' (read-only)`);
     if (!write && !mode.read) throw usage('ERR_PENSTOCK_NOT_READABLE', `The file ${this.path} was opened '${this.flags}' (write-only)`);
-    const fileOffset = options.fileOffset ?? 0;
-    checkLength(fileOffset, 'fileOffset');
-    checkLength(memOffset, write ? 'sourceOffset' : 'targetOffset');
-    if (options.onProgress !== undefined && typeof options.onProgress !== 'function')
-      throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'onProgress must be a function');
-    const signal = options.signal;
-    if (signal !== undefined && !(signal instanceof AbortSignal))
-      throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'signal must be an AbortSignal');
+    const { fileOffset, memOffset, signal, onProgress } = options;
     if (signal?.aborted) throw new AbortError(undefined, { cause: signal.reason });
     const s = currentSettings();
     // Decided once the size is known to be valid.
     const plan = (size: number, intoDevice: boolean) =>
       write ? { direct: s.directIoWrite } : planRead(s, this.#fd, fileOffset, size, intoDevice, this.#mappedRefused !== undefined);
+    const base = { write, fd: this.#fd, fileOffset, taskSize: s.taskSize, maxRunners: 0, writePiece: 0 };
 
     if (memory instanceof DeviceBuffer) {
       memory.assertLive();
@@ -256,77 +238,55 @@ export class PenstockFile {
       if (this.#routing.route.compatMode === 'off' || size >= s.gdsThreshold) {
         cufile = this.#routing.decide(this.#fd).device === 'cufile';
       }
-      const spec: NativeOpSpec = {
-        write, route: cufile ? 'cufile' : 'posix-device', fd: this.#fd, directFd: -1, fileOffset, size,
-        taskSize: s.taskSize, devicePtr: memory.ptr + BigInt(memOffset), device,
-      };
+      let spec: NativeOpSpec;
       if (cufile) {
-        spec.cufileHandle = this.#routing.cufileHandle!;
-        spec.cufileBase = memory.ptr;
-        spec.cufileBaseOffset = memOffset;
+        spec = {
+          ...base, route: 'cufile', directFd: -1, size, devicePtr: memory.ptr + BigInt(memOffset), device,
+          cufileHandle: this.#routing.cufileHandle!, cufileBase: memory.ptr, cufileBaseOffset: memOffset,
+        };
       } else {
         prepareDevice(device);
         const p = plan(size, true);
-        spec.directFd = p.direct ? this.#direct() : -1;
-        if (write) Object.assign(spec, planWrite(s, spec.directFd >= 0));
-        if (p.mapped) {
-          spec.mappedRunners = p.mapped.runners;
-          spec.mappedPiece = p.mapped.piece;
-        }
+        const directFd = p.direct ? await this.#direct() : -1;
+        spec = {
+          ...base, route: 'posix-device', directFd, size, devicePtr: memory.ptr + BigInt(memOffset), device,
+          mappedRunners: p.mapped?.runners ?? 0, mappedPiece: p.mapped?.piece ?? 0,
+          ...(write ? planWrite(s, directFd >= 0) : {}),
+        };
       }
+      if (onProgress) spec.progress = progressOf(onProgress);
       ensurePool();
       const before = cufile ? cufileEvidence(write) : null;
+      // The buffer may have been freed while the O_DIRECT descriptor opened: withBusy checks.
       return memory.withBusy(() =>
-        this.#run(spec, signal, options.onProgress, (r, failed) => {
+        this.#run(spec, signal, (r, failed) => {
           if (cufile) route = classifyCuFile(before, cufileEvidence(write));
           return this.#record(route, device, r, failed, spec.directFd >= 0);
         }),
       );
     }
 
-    if (!isHostMemory(memory))
-      throw usage('ERR_PENSTOCK_INVALID_BUFFER', `Expected a DeviceBuffer, PinnedBuffer, Buffer, TypedArray, DataView or ArrayBuffer, got ${describe(memory)}`);
     const host = hostRegion(memory, write ? 'source' : 'target');
     const size = options.size ?? Math.max(0, host.length - memOffset);
     checkLength(size, 'size');
     checkRange(memOffset, size, host.length, write ? 'source buffer' : 'target buffer');
+    const directFd = plan(size, false).direct ? await this.#direct() : -1;
     ensurePool();
     const spec: NativeOpSpec = {
-      write, route: 'posix-host', fd: this.#fd, directFd: plan(size, false).direct ? this.#direct() : -1, fileOffset, size,
-      taskSize: s.taskSize, hostBuffer: host.buffer, hostOffset: host.offset + memOffset, hostStaging: s.hostStaging,
+      ...base, route: 'posix-host', directFd, size,
+      host: host.view, hostOffset: host.offset + memOffset, hostStaging: s.hostStaging,
+      ...(write ? planWrite(s, directFd >= 0) : {}),
     };
-    if (write) Object.assign(spec, planWrite(s, spec.directFd >= 0));
-    const pinned = host.pinned;
-    if (pinned) pinned.busy++;
-    return this.#hostRun(spec, signal, options.onProgress, pinned);
-  }
-
-  async #hostRun(spec: NativeOpSpec, signal: AbortSignal | undefined, onProgress: ((n: number) => void) | undefined, pinned: { busy: number } | undefined): Promise<OpRecord> {
-    try {
-      return await this.#run(spec, signal, onProgress, (r, failed) => this.#record('posix-host', undefined, r, failed, spec.directFd >= 0));
-    } finally {
-      if (pinned) pinned.busy--;
-    }
+    if (onProgress) spec.progress = progressOf(onProgress);
+    const run = () => this.#run(spec, signal, (r, failed) => this.#record('posix-host', undefined, r, failed, spec.directFd >= 0));
+    return host.pinned ? host.pinned.use(run) : run();
   }
 
   async #run(
     spec: NativeOpSpec,
     signal: AbortSignal | undefined,
-    onProgress: ((n: number) => void) | undefined,
     record: (r: NativeOpResult | undefined, failed: boolean) => OpRecord,
   ): Promise<OpRecord> {
-    if (onProgress) {
-      spec.progress = (n: number) => {
-        try {
-          onProgress(n);
-        } catch (err) {
-          // A throwing callback must not break the I/O: report it like an unhandled error.
-          queueMicrotask(() => {
-            throw err;
-          });
-        }
-      };
-    }
     let op: NativeOp;
     try {
       op = native().submit(spec);
@@ -358,7 +318,16 @@ export class PenstockFile {
    * reads of this file do not try again, and shows in `route.mapped`.
    */
   #record(route: Route, device: number | undefined, r: NativeOpResult | undefined, failed: boolean, direct: boolean): OpRecord {
-    const rec = recordOf(route, device, r, failed, direct);
+    // Pieces that the file system refused through O_DIRECT went through the page cache.
+    const fellBack = r?.directFallback;
+    const rec = recordOf(route, device, r, failed, direct && !fellBack);
+    if (fellBack) {
+      const why = fromNative(fellBack.record);
+      this.#directRefused ??= {
+        code: 'DIRECT_IO_REFUSED',
+        message: `The file system refused O_DIRECT for ${fellBack.pieces} piece(s) of a transfer (${(why as { code?: string }).code ?? 'error'}): those went through the page cache.`,
+      };
+    }
     const e = r?.mapped?.error;
     if (e) {
       rec.mappedFallback = this.#mappedRefused ??= {
@@ -369,20 +338,38 @@ export class PenstockFile {
     return rec;
   }
 
-  /** The O_DIRECT descriptor, opened on first need; -1 where the file system refuses O_DIRECT. */
-  #direct(): number {
-    if (this.#directFd !== undefined) return this.#directFd;
+  /**
+   * The O_DIRECT descriptor, opened on first need; -1 where the file system refuses O_DIRECT.
+   * It is opened from the descriptor already held (its /proc/self/fd link), never by path: the
+   * path may name another file by now (an atomic replace of a checkpoint, a rename), and bytes of
+   * that file must never be read or written in this one's place. Same device and inode, or none.
+   */
+  #direct(): Promise<number> {
+    return (this.#directPending ??= this.#openDirect());
+  }
+
+  async #openDirect(): Promise<number> {
     const mode = FLAG_TABLE[this.flags];
     const acc = mode.read && mode.write ? fs.constants.O_RDWR : mode.write ? fs.constants.O_WRONLY : fs.constants.O_RDONLY;
     let fd = -1;
+    let why: string | undefined;
     try {
-      fd = fs.openSync(this.path, acc | fs.constants.O_DIRECT);
+      fd = await openAsync(`/proc/self/fd/${this.#fd}`, acc | fs.constants.O_DIRECT);
+      const [held, reopened] = await Promise.all([fstatAsync(this.#fd), fstatAsync(fd)]);
+      if (held.dev !== reopened.dev || held.ino !== reopened.ino) {
+        why = 'the reopened descriptor is another file';
+        await closeAsync(fd);
+        fd = -1;
+      }
     } catch (err) {
+      why = (err as NodeJS.ErrnoException).code ?? 'error';
+      fd = -1;
+    }
+    if (why !== undefined)
       this.#directRefused = {
         code: 'DIRECT_IO_REFUSED',
-        message: `O_DIRECT could not be used for this file (${(err as NodeJS.ErrnoException).code ?? 'error'}): buffered I/O is used instead.`,
+        message: `O_DIRECT could not be used for this file (${why}): buffered I/O is used instead.`,
       };
-    }
     this.#directFd = fd;
     if (fd >= 0) this.#resources.fds.push(fd);
     return fd;
@@ -397,7 +384,8 @@ export class PenstockFile {
 export async function open(path: string, flags: OpenFlags = 'r', options: OpenOptions = {}): Promise<PenstockFile> {
   if (typeof path !== 'string' || path.length === 0)
     throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `path must be a non-empty string, got ${describe(path)}`);
-  const entry = FLAG_TABLE[flags];
+  // Own keys only: '__proto__' or 'toString' name no flags.
+  const entry = typeof flags === 'string' && Object.hasOwn(FLAG_TABLE, flags) ? FLAG_TABLE[flags] : undefined;
   if (!entry) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `Unknown open flags ${describe(flags)} (use r, r+, w, w+, wx, wx+)`);
   const compatMode = options.compatMode ?? currentSettings().compatMode;
   if (!['auto', 'on', 'off'].includes(compatMode))
@@ -421,8 +409,8 @@ export async function open(path: string, flags: OpenFlags = 'r', options: OpenOp
   return file;
 }
 
-/** Node's own fs errors, made instances of PenstockSystemError with the same fields. */
-function systemError(err: NodeJS.ErrnoException): Error {
+/** @internal Node's own fs errors, made instances of PenstockSystemError with the same fields. */
+export function systemError(err: NodeJS.ErrnoException): Error {
   if (!err.code || err.errno === undefined) return err;
   const msg = err.message.replace(/^[A-Z]+: /, '').replace(/, \w+ '.*'$/, '');
   return fromNative({ kind: 'os', code: err.code, message: msg, errno: Math.abs(err.errno), syscall: err.syscall ?? 'open' }, err.path);

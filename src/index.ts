@@ -7,6 +7,9 @@ import { native } from './binding.js';
 import type { Settings } from './config.js';
 import { bounceBytes, call, checkDevice, configure as configureRuntime, cudaStatus, cufileStatus, currentSettings, deviceCount, deviceInfo, hasGpu, pinnedBytes } from './runtime.js';
 import { globalStats, type StatsSnapshot } from './stats.js';
+import { usage } from './errors.js';
+import { systemError } from './file.js';
+import { checkLength, describe } from './validate.js';
 
 export { DeviceBuffer, type DeviceBufferOptions } from './device-buffer.js';
 export { PinnedBuffer } from './pinned-buffer.js';
@@ -62,27 +65,43 @@ export function runtimeInfo(): {
 }
 
 /**
- * The fraction of a file's pages (sampled evenly over the range) that are in the page cache,
- * or -1 where it cannot be told.
+ * The fraction of a file's pages (sampled evenly over the part of the range inside the file)
+ * that are in the page cache, or -1 where it cannot be told (nothing of the range lies inside the
+ * file). `offset` and `size` are non-negative integers; `size` defaults to the rest of the file.
  */
 export async function pageCacheResidency(path: string, options: { offset?: number; size?: number } = {}): Promise<number> {
-  const fs = await import('node:fs/promises');
-  const fh = await fs.open(path, 'r');
-  try {
-    const size = options.size ?? Math.max(0, (await fh.stat()).size - (options.offset ?? 0));
-    return native().residency(fh.fd, options.offset ?? 0, size, 1024);
-  } finally {
-    await fh.close();
-  }
+  if (options === null || typeof options !== 'object') throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'options must be an object');
+  const offset = options.offset ?? 0;
+  checkLength(offset, 'offset');
+  if (options.size !== undefined) checkLength(options.size, 'size');
+  return withReadOnly(path, async (fh) => {
+    const size = options.size ?? Math.max(0, (await fh.stat()).size - offset);
+    return native().residency(fh.fd, offset, size, 1024);
+  });
 }
 
 /** Drops a file's clean pages from the page cache (posix_fadvise DONTNEED), for cold measurements. */
 export async function dropPageCache(path: string): Promise<void> {
-  const fs = await import('node:fs/promises');
-  const fh = await fs.open(path, 'r');
-  try {
+  await withReadOnly(path, async (fh) => {
     await fh.datasync();
-    native().dropCache(fh.fd);
+    call(() => native().dropCache(fh.fd), path);
+  });
+}
+
+/** Runs `fn` on the file opened read-only; fs errors become PenstockSystemErrors. */
+async function withReadOnly<T>(path: string, fn: (fh: import('node:fs/promises').FileHandle) => Promise<T>): Promise<T> {
+  if (typeof path !== 'string' || path.length === 0) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `path must be a non-empty string, got ${describe(path)}`);
+  const fs = await import('node:fs/promises');
+  let fh: import('node:fs/promises').FileHandle;
+  try {
+    fh = await fs.open(path, 'r');
+  } catch (err) {
+    throw systemError(err as NodeJS.ErrnoException);
+  }
+  try {
+    return await fn(fh);
+  } catch (err) {
+    throw (err as NodeJS.ErrnoException).syscall ? systemError(err as NodeJS.ErrnoException) : err;
   } finally {
     await fh.close();
   }

@@ -1,8 +1,10 @@
 /**
  * Page-locked (pinned) host memory, exposed as a real ArrayBuffer over the same bytes.
  */
+import { markAsUntransferable } from 'node:worker_threads';
 import { native } from './binding.js';
 import { usage } from './errors.js';
+import { Lifetime } from './lifetime.js';
 import { call, requireCuda } from './runtime.js';
 import { checkLength } from './validate.js';
 
@@ -11,18 +13,20 @@ const owners = new WeakMap<ArrayBufferLike, PinnedBuffer>();
 /**
  * Host memory that the GPU can copy from and to by DMA. Reads and writes between files, pinned
  * memory and the GPU use it without an extra copy. `free()` releases it at once (every view of
- * it becomes empty); otherwise it is freed when garbage collected.
+ * it becomes empty); otherwise it is freed when garbage collected. It is never freed while an
+ * operation uses it: native code holds the memory until the operation's last task is done.
  */
 export class PinnedBuffer {
   #buffer: ArrayBuffer | undefined;
   #bytes: Uint8Array | undefined;
-  readonly byteLength: number;
-  /** Operations in flight that use this memory. */
-  busy = 0;
+  readonly #byteLength: number;
+  readonly #lifetime = new Lifetime('This PinnedBuffer');
 
-  private constructor(buffer: ArrayBuffer) {
+  private constructor(buffer: ArrayBuffer, byteLength: number) {
     this.#buffer = buffer;
-    this.byteLength = buffer.byteLength;
+    this.#byteLength = byteLength;
+    // Its memory must never move to another owner (whose collection would free it).
+    markAsUntransferable(buffer);
     owners.set(buffer, this);
   }
 
@@ -31,12 +35,22 @@ export class PinnedBuffer {
     checkLength(size, 'size');
     if (size === 0) throw usage('ERR_PENSTOCK_INVALID_SIZE', 'A pinned buffer must hold at least one byte');
     requireCuda();
-    return new PinnedBuffer(call(() => native().pinnedAlloc(size)));
+    return new PinnedBuffer(call(() => native().pinnedAlloc(size)), size);
+  }
+
+  /** @internal A buffer of no bytes (nothing is allocated; `free()` just empties it). */
+  static empty(): PinnedBuffer {
+    return new PinnedBuffer(new ArrayBuffer(0), 0);
   }
 
   /** The PinnedBuffer that owns `buffer`, if any (for views made from `.buffer`). */
   static ownerOf(buffer: ArrayBufferLike): PinnedBuffer | undefined {
     return owners.get(buffer);
+  }
+
+  /** Size in bytes. */
+  get byteLength(): number {
+    return this.#byteLength;
   }
 
   get freed(): boolean {
@@ -57,14 +71,19 @@ export class PinnedBuffer {
   /** Frees the memory now. Idempotent; refuses while an operation uses the buffer. */
   free(): void {
     if (!this.#buffer) return;
-    if (this.busy > 0) throw usage('ERR_PENSTOCK_BUFFER_BUSY', 'This PinnedBuffer is in use by an operation in flight');
+    this.#lifetime.end();
     const b = this.#buffer;
     this.#buffer = undefined;
     this.#bytes = undefined;
-    native().pinnedFree(b);
+    if (this.#byteLength > 0) native().pinnedFree(b);
   }
 
   [Symbol.dispose](): void {
     this.free();
+  }
+
+  /** @internal Runs `fn` as one use of this memory (free() refuses until it settles). */
+  use<T>(fn: () => Promise<T>): Promise<T> {
+    return this.#lifetime.use(fn);
   }
 }

@@ -1,7 +1,11 @@
 /** Whole-file helpers: a file into new GPU or host memory, and memory into a file. */
 import { DeviceBuffer } from './device-buffer.js';
 import { open, type Memory, type TransferOptions } from './file.js';
+import { hostRegion } from './host-memory.js';
 import { PinnedBuffer } from './pinned-buffer.js';
+
+/** First read size for files that report a size of 0 (procfs, sysfs): their content is read until it ends. */
+const UNSIZED_FIRST_READ = 64 * 1024;
 
 export interface WholeFileOptions extends Pick<TransferOptions, 'signal' | 'onProgress'> {
   /** GPU ordinal for device reads (default 0). */
@@ -34,8 +38,17 @@ export async function readFileToHost(path: string, options: WholeFileOptions & {
   const file = await open(path, 'r');
   try {
     const size = await file.size();
+    if (size === 0) {
+      // A size of 0 says nothing about the content of procfs and sysfs files: read until the end.
+      const content = await readUnsized(file, transfer(options));
+      if (!options.pinned) return content;
+      if (content.length === 0) return PinnedBuffer.empty();
+      const pinned = PinnedBuffer.alloc(content.length);
+      pinned.bytes.set(content);
+      return pinned;
+    }
     if (options.pinned) {
-      const buf = PinnedBuffer.alloc(Math.max(1, size));
+      const buf = PinnedBuffer.alloc(size);
       try {
         await file.read(buf, { ...transfer(options), size });
         return buf;
@@ -54,6 +67,9 @@ export async function readFileToHost(path: string, options: WholeFileOptions & {
 
 /** Writes `source` (GPU or host memory) to `path`, creating or truncating it. Resolves to the bytes written. */
 export async function writeFile(path: string, source: Memory, options: Pick<TransferOptions, 'signal' | 'onProgress'> = {}): Promise<number> {
+  // The file is truncated only for a source that can be written.
+  if (source instanceof DeviceBuffer) source.assertLive();
+  else hostRegion(source, 'source');
   const file = await open(path, 'w');
   try {
     return await file.write(source, transfer(options));
@@ -67,4 +83,17 @@ function transfer(o: Pick<TransferOptions, 'signal' | 'onProgress'>): TransferOp
   if (o.signal) t.signal = o.signal;
   if (o.onProgress) t.onProgress = o.onProgress;
   return t;
+}
+
+/** Reads a file of unknown size into a Buffer, in reads that double until one comes back short. */
+async function readUnsized(file: Awaited<ReturnType<typeof open>>, options: TransferOptions): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  let at = 0;
+  for (let want = UNSIZED_FIRST_READ; ; want *= 2) {
+    const part = Buffer.allocUnsafeSlow(want);
+    const n = await file.read(part, { ...options, fileOffset: at });
+    parts.push(part.subarray(0, n));
+    at += n;
+    if (n < want) return Buffer.concat(parts, at);
+  }
 }

@@ -2,6 +2,8 @@
 // hook that cancels and drains that environment's operations before Node frees it.
 #include <napi.h>
 
+#include <mutex>
+
 #include "bindings.h"
 #include "host_memory.h"
 #include "instance.h"
@@ -13,10 +15,10 @@ namespace penstock {
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   auto* instance = new Instance(env);
   env.SetInstanceData<Instance>(instance);
-  env.AddCleanupHook([instance] {
-    instance->Teardown();
-    PinnedStopFreeing();
-  });
+  env.AddCleanupHook([instance] { instance->Teardown(); });
+  // Host-only programs never load CUDA: their exit drains from here.
+  static std::once_flag once;
+  std::call_once(once, [] { DrainAtExit(); });
   ThreadPool::Instance().SetIdleHook(&Operation::FlushDeferred);
   RegisterMemory(env, exports);
   RegisterIo(env, exports);

@@ -2,15 +2,16 @@
 #pragma once
 #include <napi.h>
 
+#include <mutex>
+
 #include "io_op.h"
 
 namespace penstock {
 
-uint64_t ToU64(const Napi::Value& v);
-CUdeviceptr ToPtr(const Napi::Value& v);
 Napi::Value FromPtr(Napi::Env env, uint64_t p);
-// Host memory of an ArrayBuffer or SharedArrayBuffer.
-char* HostData(const Napi::Value& v, size_t* length);
+// Held while the pool's size and the devices' slots are read or changed together, so that no
+// environment sizes the pool past the slots another one is preparing.
+std::mutex& PoolMutex();
 
 // Starts `spec` and returns { promise, cancel }. `keep` stays referenced until it settles.
 Napi::Object StartOperation(Napi::Env env, const OpSpec& spec, Napi::Value keep, Napi::Value progress);

@@ -9,8 +9,9 @@
 namespace penstock {
 
 namespace {
-CudaApi g_api;
-CudaState g_state;
+CudaApi g_api;  // plain function pointers: nothing to destroy
+// Never destroyed: pool workers and exit handlers read it until the process is gone.
+CudaState& g_state = *new CudaState();
 std::mutex g_mutex;
 
 }  // namespace

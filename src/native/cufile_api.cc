@@ -10,7 +10,8 @@ namespace penstock {
 
 namespace {
 CuFileApi g_api;
-CuFileState g_state;
+// Never destroyed: pool workers and exit handlers read it until the process is gone.
+CuFileState& g_state = *new CuFileState();
 std::mutex g_mutex;
 
 }  // namespace

@@ -5,26 +5,43 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <vector>
+
+#include "instance.h"
 
 namespace penstock {
 
 namespace {
-std::mutex g_mutex;
-std::map<int, DeviceState> g_devices;
+// Never destroyed: pool workers read slots until the process is gone.
+std::mutex& g_mutex = *new std::mutex();
+std::map<int, DeviceState>& g_devices = *new std::map<int, DeviceState>();
 std::atomic<long long> g_pinned{0};
 
-void FreeSlot(WorkerSlot& s) {
-  const CudaApi& cu = Cuda();
-  if (s.bounce) {
-    cu.MemFreeHost(s.bounce);
-    AddPinnedBytes(-static_cast<long long>(2 * s.stride));
-  }
-  s.bounce = nullptr;
-  s.half = 0;
-  s.stride = 0;
-  // Streams and events are kept: they are cheap and reusable across bounce sizes.
+struct Bounce {
+  char* data = nullptr;
+  size_t stride = 0;
+};
+
+ErrorRecord AllocBounce(size_t halfBytes, Bounce* out) {
+  void* p = nullptr;
+  // Portable: a bounce buffer of one device's slot may be copied from by any context.
+  size_t stride = halfBytes + 2 * 4096;
+  CUresult r = Cuda().MemHostAlloc(&p, 2 * stride, CU_MEMHOSTALLOC_PORTABLE);
+  if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuMemHostAlloc");
+  AddPinnedBytes(static_cast<long long>(2 * stride));
+  out->data = static_cast<char*>(p);
+  out->stride = stride;
+  return {};
 }
+
+void FreeBounce(const Bounce& b) {
+  if (!b.data) return;
+  Cuda().MemFreeHost(b.data);
+  AddPinnedBytes(-static_cast<long long>(2 * b.stride));
+}
+
 // Prefers memory of one NUMA node for this thread's allocations until destroyed. Raw syscalls,
 // so the addon needs no libnuma; failure (no NUMA, a kernel without it) just means no preference.
 class NumaPreference {
@@ -101,43 +118,87 @@ ErrorRecord RetainContext(int ordinal, CUcontext* out) {
   return {};
 }
 
+// With g_mutex held and the device's context current: adds slots up to `workers`, each one
+// published only once it is complete.
+static ErrorRecord GrowSlots(DeviceState& d, int workers) {
+  const CudaApi& cu = Cuda();
+  NumaPreference numa(d.numaNode);
+  if (workers > kMaxWorkers) workers = kMaxWorkers;
+  for (int i = d.slotCount.load(); i < workers; ++i) {
+    auto slot = std::make_unique<WorkerSlot>();
+    CUresult r = cu.StreamCreate(&slot->stream, CU_STREAM_NON_BLOCKING);
+    if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuStreamCreate");
+    for (auto& ev : slot->events) {
+      r = cu.EventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+      if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuEventCreate");
+    }
+    Bounce b;
+    ErrorRecord e = AllocBounce(d.half, &b);
+    if (!e.ok()) return e;
+    slot->bounce = b.data;
+    slot->half = d.half;
+    slot->stride = b.stride;
+    d.slots[i].store(slot.release(), std::memory_order_release);
+    d.slotCount.store(i + 1, std::memory_order_release);
+  }
+  return {};
+}
+
 ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNode) {
   CUcontext ctx;
   ErrorRecord e = RetainContext(ordinal, &ctx);
   if (!e.ok()) return e;
   std::lock_guard<std::mutex> lock(g_mutex);
   DeviceState& d = g_devices[ordinal];
-  const CudaApi& cu = Cuda();
   ContextGuard guard(ctx);
-  if (d.half != halfBytes || d.numaNode != numaNode)
-    for (auto& s : d.slots) FreeSlot(s);
-  d.numaNode = numaNode;
-  NumaPreference numa(numaNode);
-  if (static_cast<int>(d.slots.size()) < workers) d.slots.resize(workers);
-  d.half = halfBytes;
-  for (auto& s : d.slots) {
-    if (!s.stream) {
-      CUresult r = cu.StreamCreate(&s.stream, CU_STREAM_NON_BLOCKING);
-      if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuStreamCreate");
-      for (auto& ev : s.events) {
-        r = cu.EventCreate(&ev, CU_EVENT_DISABLE_TIMING);
-        if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuEventCreate");
+  int count = d.slotCount.load();
+  if (count > 0 && (d.half != halfBytes || d.numaNode != numaNode)) {
+    // Another environment's operations may be staging through these buffers right now.
+    if (LiveOperations() > 0)
+      return ErrorRecord::Misuse("ERR_PENSTOCK_BUSY",
+                                 "The bounce buffers cannot be replaced while operations are in flight (in any thread)");
+    std::vector<Bounce> fresh(count);
+    {
+      NumaPreference numa(numaNode);
+      for (int i = 0; i < count; ++i) {
+        e = AllocBounce(halfBytes, &fresh[i]);
+        if (!e.ok()) {
+          for (auto& b : fresh) FreeBounce(b);
+          return e;  // the old buffers stay, and so does the size they carry
+        }
       }
     }
-    if (!s.bounce) {
-      void* p = nullptr;
-      // Portable: a bounce buffer of one device's slot may be copied from by any context.
-      size_t stride = halfBytes + 2 * 4096;
-      CUresult r = cu.MemHostAlloc(&p, 2 * stride, CU_MEMHOSTALLOC_PORTABLE);
-      if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuMemHostAlloc");
-      s.bounce = static_cast<char*>(p);
-      s.half = halfBytes;
-      s.stride = stride;
-      AddPinnedBytes(static_cast<long long>(2 * stride));
+    for (int i = 0; i < count; ++i) {
+      WorkerSlot* s = d.slots[i].load();
+      FreeBounce({s->bounce, s->stride});
+      s->bounce = fresh[i].data;
+      s->half = halfBytes;
+      s->stride = fresh[i].stride;
     }
   }
+  d.half = halfBytes;
+  d.numaNode = numaNode;
+  e = GrowSlots(d, workers);
+  if (!e.ok()) return e;
   d.prepared = true;
   return {};
+}
+
+ErrorRecord GrowPreparedDevices(int workers) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (auto& [ordinal, d] : g_devices) {
+    if (!d.prepared || d.slotCount.load() >= workers) continue;
+    ContextGuard guard(d.ctx);
+    ErrorRecord e = GrowSlots(d, workers);
+    if (!e.ok()) return e;
+  }
+  return {};
+}
+
+WorkerSlot* DeviceState::Slot(int worker) const {
+  if (worker < 0 || worker >= slotCount.load(std::memory_order_acquire)) return nullptr;
+  WorkerSlot* s = slots[worker].load(std::memory_order_acquire);
+  return s && s->bounce && s->half > 0 ? s : nullptr;
 }
 
 DeviceState* PreparedDevice(int ordinal) {

@@ -4,7 +4,7 @@
 // full speed instead of paying for pinned allocations mid-read.
 #pragma once
 #include <cstddef>
-#include <vector>
+#include <atomic>
 
 #include "cuda_api.h"
 #include "errors.h"
@@ -21,12 +21,20 @@ struct WorkerSlot {
   CUevent events[2] = {nullptr, nullptr};
 };
 
+// The most pool workers (the settings allow no more).
+constexpr int kMaxWorkers = 1024;
+
+// Slots are published one by one and never move or go away (workers keep pointers to them), so
+// a worker reads its slot without a lock while another thread grows the set for a larger pool.
 struct DeviceState {
   bool prepared = false;
   CUcontext ctx = nullptr;
-  std::vector<WorkerSlot> slots;
+  std::atomic<WorkerSlot*> slots[kMaxWorkers] = {};
+  std::atomic<int> slotCount{0};
   size_t half = 0;
   int numaNode = -1;
+  // The calling worker's slot, or null where it has none (never for a prepared pool's worker).
+  WorkerSlot* Slot(int worker) const;
 };
 
 // Restores the calling thread's previous context on scope exit, so penstock never leaves its own
@@ -49,9 +57,12 @@ ErrorRecord CheckOrdinal(int ordinal);
 ErrorRecord RetainContext(int ordinal, CUcontext* out);
 // Ensures `workers` slots with bounce halves of `halfBytes` each; grows or regrows as needed.
 // Bounce buffers are placed on `numaNode` (the GPU's, from sysfs) when it is >= 0, so staging
-// copies cross no socket link. Must not run while operations are in flight (TypeScript
-// guarantees it).
+// copies cross no socket link. A new size is all or nothing: the new buffers are allocated
+// before the old ones go, so a failure leaves the device as it was. It is refused with
+// ERR_PENSTOCK_BUSY while operations of any environment are in flight.
 ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNode);
+// Gives every prepared device a slot for each of `workers` workers (before the pool grows).
+ErrorRecord GrowPreparedDevices(int workers);
 DeviceState* PreparedDevice(int ordinal);
 
 ErrorRecord DeviceAlloc(int ordinal, size_t size, CUdeviceptr* out);

@@ -1,10 +1,50 @@
 #include "instance.h"
 
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <vector>
+
 #include "io_op.h"
 
 namespace penstock {
 
+namespace {
+// Never destroyed: read by workers and by the exit handler until the very end.
+std::mutex& g_registryMutex = *new std::mutex();
+std::set<Instance*>& g_instances = *new std::set<Instance*>();
+std::mutex& g_liveMutex = *new std::mutex();
+std::condition_variable& g_liveDrained = *new std::condition_variable();
+int g_live = 0;
+
+void OnExit() {
+  {
+    std::lock_guard<std::mutex> lock(g_registryMutex);
+    for (Instance* i : g_instances) i->CancelAll();
+  }
+  // Running tasks finish their current pread or copy; a stuck device does not hold exit forever.
+  std::unique_lock<std::mutex> lock(g_liveMutex);
+  g_liveDrained.wait_for(lock, std::chrono::seconds(10), [] { return g_live == 0; });
+}
+}  // namespace
+
+int LiveOperations() {
+  std::lock_guard<std::mutex> lock(g_liveMutex);
+  return g_live;
+}
+
+void DrainAtExit() { std::atexit(OnExit); }
+
+void Instance::CancelAll() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& op : live_) op->Cancel();
+}
+
 Instance::Instance(Napi::Env env) {
+  {
+    std::lock_guard<std::mutex> lock(g_registryMutex);
+    g_instances.insert(this);
+  }
   tsfn_ = Tsfn::New(env, "penstock-completions", 0, 1, nullptr);
   // Idle until an operation is in flight: an idle penstock must not keep the process alive.
   tsfn_.Unref(env);
@@ -17,6 +57,8 @@ void Instance::Begin(Napi::Env env, std::shared_ptr<Operation> op) {
   if (live_.empty()) tsfn_.Ref(env);
   live_.insert(std::move(op));
   ++running_;
+  std::lock_guard<std::mutex> live(g_liveMutex);
+  ++g_live;
 }
 
 void Instance::Finish(Napi::Env env, const std::shared_ptr<Operation>& op) {
@@ -40,6 +82,11 @@ bool Instance::Post(std::shared_ptr<Operation> op, bool done) {
 }
 
 void Instance::TasksDrained(const std::shared_ptr<Operation>& op) {
+  {
+    // Before the Promise can settle: whatever runs after it must see this operation as done.
+    std::lock_guard<std::mutex> live(g_liveMutex);
+    if (--g_live == 0) g_liveDrained.notify_all();
+  }
   bool posted = Post(op, true);
   std::lock_guard<std::mutex> lock(mutex_);
   --running_;
@@ -65,6 +112,10 @@ void Instance::Deliver(Napi::Env env, Napi::Function, std::nullptr_t*, Event* ev
 }
 
 void Instance::Teardown() {
+  {
+    std::lock_guard<std::mutex> lock(g_registryMutex);
+    g_instances.erase(this);
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   closing_ = true;
   for (auto& op : live_) op->Cancel();
@@ -73,8 +124,15 @@ void Instance::Teardown() {
   drained_.wait(lock, [&] { return running_ == 0; });
   // The environment is going away: its references must not be deleted through it later, so the
   // unsettled operations are left behind on purpose (the process is ending or the worker is).
-  auto* abandoned = new std::set<std::shared_ptr<Operation>>(std::move(live_));
-  for (auto& op : *abandoned) op->Abandon();
+  // They stay in a list that is never destroyed: kept on purpose, not lost.
+  if (!live_.empty()) {
+    static auto* abandoned = new std::vector<std::shared_ptr<Operation>>();
+    std::lock_guard<std::mutex> keep(g_registryMutex);
+    for (auto& op : live_) {
+      op->Abandon();
+      abandoned->push_back(op);
+    }
+  }
   live_.clear();
   tsfn_.Abort();
 }

@@ -13,6 +13,13 @@ namespace penstock {
 
 class Operation;
 
+// Operations of every environment whose tasks have not all finished.
+int LiveOperations();
+// From the first call on, the process's exit first cancels every environment's operations and
+// waits for their running tasks, before exit handlers registered earlier (the CUDA driver's
+// among them, when this runs after it is loaded) tear anything down.
+void DrainAtExit();
+
 struct Event {
   std::shared_ptr<Operation> op;
   bool done;  // false: progress
@@ -34,6 +41,8 @@ class Instance {
   void TasksDrained(const std::shared_ptr<Operation>& op);
 
   void Teardown();
+  // Cancels this environment's operations (any thread).
+  void CancelAll();
 
  private:
   static void Deliver(Napi::Env env, Napi::Function, std::nullptr_t*, Event* event);

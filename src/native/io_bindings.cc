@@ -2,45 +2,28 @@
 #include <map>
 #include <mutex>
 
+#include "args.h"
 #include "bindings.h"
 #include "cufile_api.h"
 #include "device.h"
 #include "instance.h"
 #include "posix_io.h"
+#include "staging_pipe.h"
 #include "thread_pool.h"
 
 namespace penstock {
 
-uint64_t ToU64(const Napi::Value& v) {
-  if (v.IsBigInt()) {
-    bool lossless;
-    return v.As<Napi::BigInt>().Uint64Value(&lossless);
-  }
-  return static_cast<uint64_t>(v.As<Napi::Number>().DoubleValue());
+std::mutex& PoolMutex() {
+  static auto* m = new std::mutex();
+  return *m;
 }
-
-CUdeviceptr ToPtr(const Napi::Value& v) { return ToU64(v); }
 
 Napi::Value FromPtr(Napi::Env env, uint64_t p) { return Napi::BigInt::New(env, p); }
-
-char* HostData(const Napi::Value& v, size_t* length) {
-  if (v.IsArrayBuffer()) {
-    auto ab = v.As<Napi::ArrayBuffer>();
-    *length = ab.ByteLength();
-    return static_cast<char*>(ab.Data());
-  }
-  // SharedArrayBuffer: node-addon-api has no wrapper, so ask Node-API directly.
-  void* data = nullptr;
-  size_t len = 0;
-  napi_status st = napi_get_arraybuffer_info(v.Env(), v, &data, &len);
-  if (st != napi_ok) throw Napi::TypeError::New(v.Env(), "expected an ArrayBuffer");
-  *length = len;
-  return static_cast<char*>(data);
-}
 
 Napi::Object StartOperation(Napi::Env env, const OpSpec& spec, Napi::Value keep, Napi::Value progress) {
   Instance* instance = Instance::Get(env);
   auto op = std::make_shared<Operation>(instance, spec);
+  if (spec.host && spec.size > 0) op->pinned = PinnedAcquire(spec.host, spec.size);
   auto* deferred = new Napi::Promise::Deferred(env);
   op->deferred = deferred;
   if (keep.IsObject()) op->keepAlive = Napi::Persistent(keep.As<Napi::Object>());
@@ -58,8 +41,9 @@ Napi::Object StartOperation(Napi::Env env, const OpSpec& spec, Napi::Value keep,
 
 namespace {
 
-std::mutex g_handleMutex;
-std::map<int, CUfileHandle_t> g_handles;
+// Never destroyed (read from any environment until the process is gone).
+std::mutex& g_handleMutex = *new std::mutex();
+std::map<int, CUfileHandle_t>& g_handles = *new std::map<int, CUfileHandle_t>();
 int g_nextHandle = 1;
 
 Napi::Object CudaStatusJs(Napi::Env env) {
@@ -142,7 +126,12 @@ void EnableStats(CuFileState& s) {
 Napi::Value Init(const Napi::CallbackInfo& info) { return info.Env().Undefined(); }
 
 Napi::Value SetThreads(const Napi::CallbackInfo& info) {
-  ThreadPool::Instance().Resize(info[0].As<Napi::Number>().Int32Value());
+  int n = ArgInt(Arg(info, 0, "threads"), "threads", 1, kMaxWorkers);
+  std::lock_guard<std::mutex> lock(PoolMutex());
+  // Slots first: a new worker may pick up a staged task of another environment at once.
+  ErrorRecord e = GrowPreparedDevices(n);
+  if (!e.ok()) ThrowRecord(info.Env(), e);
+  ThreadPool::Instance().Resize(n);
   return info.Env().Undefined();
 }
 
@@ -154,14 +143,17 @@ Napi::Value PoolInfo(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value CudaLoadJs(const Napi::CallbackInfo& info) {
-  LoadCuda(info[0].As<Napi::String>().Utf8Value());
+  LoadCuda(ArgString(Arg(info, 0, "path"), "path"));
+  // Registered after the driver's own exit handlers, so it runs before them.
+  static std::once_flag once;
+  std::call_once(once, [] { if (CudaStatus().loaded) DrainAtExit(); });
   return CudaStatusJs(info.Env());
 }
 
 Napi::Value CudaStatusFn(const Napi::CallbackInfo& info) { return CudaStatusJs(info.Env()); }
 
 Napi::Value CuFileLoadJs(const Napi::CallbackInfo& info) {
-  LoadCuFile(info[0].As<Napi::String>().Utf8Value());
+  LoadCuFile(ArgString(Arg(info, 0, "path"), "path"));
   return CuFileStatusJs(info.Env());
 }
 
@@ -172,7 +164,7 @@ Napi::Value CuFileDriverOpenJs(const Napi::CallbackInfo& info) {
   CuFileState& s = MutableCuFileStatus();
   if (!s.loaded || s.driverAttempted) return CuFileStatusJs(env);
   CUcontext ctx;
-  ErrorRecord e = RetainContext(info[0].As<Napi::Number>().Int32Value(), &ctx);
+  ErrorRecord e = RetainContext(ArgInt(Arg(info, 0, "ordinal"), "ordinal", 0, 1 << 20), &ctx);
   if (!e.ok()) ThrowRecord(env, e);
   ContextGuard guard(ctx);
   s.driverAttempted = true;
@@ -203,7 +195,7 @@ Napi::Value CuFileRegisterJs(const Napi::CallbackInfo& info) {
   CUfileDescr_t descr;
   memset(&descr, 0, sizeof descr);
   descr.type = 1;
-  descr.handle.fd = info[0].As<Napi::Number>().Int32Value();
+  descr.handle.fd = ArgInt(Arg(info, 0, "fd"), "fd", 0, INT32_MAX);
   CUfileHandle_t h = nullptr;
   CUfileError_t r = CuFile().HandleRegister(&h, &descr);
   if (r.err != kCuFileSuccess) {
@@ -218,7 +210,7 @@ Napi::Value CuFileRegisterJs(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value CuFileDeregisterJs(const Napi::CallbackInfo& info) {
-  int id = info[0].As<Napi::Number>().Int32Value();
+  int id = ArgInt(Arg(info, 0, "handle"), "handle", 0, INT32_MAX);
   CUfileHandle_t h = nullptr;
   {
     std::lock_guard<std::mutex> lock(g_handleMutex);
@@ -256,58 +248,88 @@ Napi::Value CuFileStatsJs(const Napi::CallbackInfo& info) {
 
 Napi::Value Submit(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  Napi::Object s = info[0].As<Napi::Object>();
+  Napi::Value arg = Arg(info, 0, "spec");
+  if (!arg.IsObject()) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "the operation spec must be an object"));
+  std::string route = ArgString(arg.As<Napi::Object>().Get("route"), "route");
   OpSpec spec;
-  spec.write = s.Get("write").ToBoolean();
-  std::string route = s.Get("route").As<Napi::String>().Utf8Value();
-  spec.route = route == "posix-host" ? Route::PosixHost : route == "posix-device" ? Route::PosixDevice : Route::CuFile;
-  spec.fd = s.Get("fd").As<Napi::Number>().Int32Value();
-  spec.directFd = s.Get("directFd").As<Napi::Number>().Int32Value();
-  spec.fileOffset = ToU64(s.Get("fileOffset"));
-  spec.size = ToU64(s.Get("size"));
-  spec.taskSize = ToU64(s.Get("taskSize"));
+  // Every key the route uses must be there, and nothing else may be: no value is assumed here.
+  if (route == "posix-host") {
+    spec.route = Route::PosixHost;
+  } else if (route == "posix-device") {
+    spec.route = Route::PosixDevice;
+  } else if (route == "cufile") {
+    spec.route = Route::CuFile;
+  } else {
+    ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "unknown route " + route));
+  }
+  std::initializer_list<const char*> host = {"write", "route", "fd", "directFd", "fileOffset", "size", "taskSize", "maxRunners",
+                                             "writePiece", "progress", "host", "hostOffset", "hostStaging"};
+  std::initializer_list<const char*> staged = {"write", "route", "fd", "directFd", "fileOffset", "size", "taskSize", "maxRunners",
+                                               "writePiece", "progress", "devicePtr", "device", "mappedRunners", "mappedPiece"};
+  std::initializer_list<const char*> cufile = {"write", "route", "fd", "directFd", "fileOffset", "size", "taskSize", "maxRunners",
+                                               "writePiece", "progress", "devicePtr", "device", "cufileHandle", "cufileBase",
+                                               "cufileBaseOffset"};
+  SpecReader s(arg, spec.route == Route::PosixHost ? host : spec.route == Route::PosixDevice ? staged : cufile);
+  spec.write = ArgBool(s.Require("write"), "write");
+  spec.fd = ArgInt(s.Require("fd"), "fd", 0, INT32_MAX);
+  spec.directFd = ArgInt(s.Require("directFd"), "directFd", -1, INT32_MAX);
+  spec.fileOffset = ArgU64(s.Require("fileOffset"), "fileOffset");
+  spec.size = ArgU64(s.Require("size"), "size");
+  spec.taskSize = ArgU64(s.Require("taskSize"), "taskSize");
+  if (spec.taskSize == 0) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "taskSize must be positive"));
+  spec.maxRunners = ArgInt(s.Require("maxRunners"), "maxRunners", 0, kMaxWorkers);
+  spec.writePiece = ArgU64(s.Require("writePiece"), "writePiece");
   Napi::Value keep = env.Undefined();
   if (spec.route == Route::PosixHost) {
-    keep = s.Get("hostBuffer");
-    size_t length = 0;
-    spec.host = HostData(keep, &length) + ToU64(s.Get("hostOffset"));
+    keep = s.Require("host");
+    HostSpan span = ArgHost(keep, "host");
+    uint64_t offset = ArgU64(s.Require("hostOffset"), "hostOffset");
+    CheckSpan(env, span, offset, spec.size, "host memory");
+    spec.host = span.data + offset;
+    spec.hostStaging = ArgBool(s.Require("hostStaging"), "hostStaging");
   } else {
-    spec.dev = ToPtr(s.Get("devicePtr"));
-    spec.device = s.Get("device").As<Napi::Number>().Int32Value();
-    if (spec.route == Route::PosixDevice && !PreparedDevice(spec.device))
-      ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared"));
+    spec.dev = ArgPtr(s.Require("devicePtr"), "devicePtr");
+    spec.device = ArgInt(s.Require("device"), "device", 0, kMaxPipes - 1);
+  }
+  if (spec.route == Route::PosixDevice) {
+    spec.mappedRunners = ArgInt(s.Require("mappedRunners"), "mappedRunners", 0, kMaxWorkers);
+    spec.mappedPiece = ArgU64(s.Require("mappedPiece"), "mappedPiece");
+    if (spec.mappedRunners && (spec.write || spec.mappedPiece == 0))
+      ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "mapped runners need a read and a positive mappedPiece"));
+    std::lock_guard<std::mutex> lock(PoolMutex());
+    DeviceState* d = PreparedDevice(spec.device);
+    if (!d) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared"));
+    // Another environment may have grown the pool since this device was prepared here.
+    ErrorRecord e = PrepareDevice(spec.device, d->half, ThreadPool::Instance().Size(), d->numaNode);
+    if (!e.ok()) ThrowRecord(env, e);
   }
   if (spec.route == Route::CuFile) {
+    int id = ArgInt(s.Require("cufileHandle"), "cufileHandle", 0, INT32_MAX);
+    spec.cufileBase = ArgPtr(s.Require("cufileBase"), "cufileBase");
+    spec.cufileBaseOffset = ArgU64(s.Require("cufileBaseOffset"), "cufileBaseOffset");
     std::lock_guard<std::mutex> lock(g_handleMutex);
-    auto it = g_handles.find(s.Get("cufileHandle").As<Napi::Number>().Int32Value());
+    auto it = g_handles.find(id);
     if (it == g_handles.end())
       ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "unknown cuFile handle"));
     spec.cufile = it->second;
-    spec.cufileBase = ToPtr(s.Get("cufileBase"));
-    spec.cufileBaseOffset = ToU64(s.Get("cufileBaseOffset"));
   }
-  auto count = [&](const char* key, uint32_t fallback) {
-    Napi::Value v = s.Get(key);
-    return v.IsNumber() ? v.As<Napi::Number>().Uint32Value() : fallback;
-  };
-  spec.maxRunners = count("maxRunners", 0);
-  spec.mappedRunners = spec.route == Route::PosixDevice && !spec.write ? count("mappedRunners", 0) : 0;
-  if (s.Get("mappedPiece").IsNumber()) spec.mappedPiece = ToU64(s.Get("mappedPiece"));
-  if (s.Get("writePiece").IsNumber()) spec.writePiece = ToU64(s.Get("writePiece"));
-  Napi::Value staging = s.Get("hostStaging");
-  spec.hostStaging = staging.IsBoolean() ? staging.As<Napi::Boolean>().Value() : true;
-  Napi::Value progress = s.Get("progress");
+  Napi::Value progress = s.Has("progress") ? s.Require("progress") : env.Undefined();
+  if (!progress.IsUndefined() && !progress.IsFunction())
+    ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "progress must be a function"));
   spec.wantProgress = progress.IsFunction();
   return StartOperation(env, spec, keep, progress);
 }
 
 Napi::Value ResidencyJs(const Napi::CallbackInfo& info) {
-  return Napi::Number::New(info.Env(), Residency(info[0].As<Napi::Number>().Int32Value(), ToU64(info[1]), ToU64(info[2]),
-                                                 info[3].As<Napi::Number>().Int32Value()));
+  int fd = ArgInt(Arg(info, 0, "fd"), "fd", 0, INT32_MAX);
+  uint64_t offset = ArgU64(Arg(info, 1, "offset"), "offset");
+  uint64_t length = ArgU64(Arg(info, 2, "length"), "length");
+  int samples = ArgInt(Arg(info, 3, "samples"), "samples", 1, 1 << 20);
+  return Napi::Number::New(info.Env(), Residency(fd, offset, length, samples));
 }
 
 Napi::Value DropCacheJs(const Napi::CallbackInfo& info) {
-  int e = DropCache(info[0].As<Napi::Number>().Int32Value());
+  int e = DropCache(ArgInt(Arg(info, 0, "fd"), "fd", 0, INT32_MAX));
   if (e) ThrowRecord(info.Env(), ErrorRecord::Os(e, "posix_fadvise"));
   return info.Env().Undefined();
 }

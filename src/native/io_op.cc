@@ -22,7 +22,17 @@ Operation::~Operation() {
 void Operation::FlushDeferred() { FlushWorkerPipes(); }
 
 void Operation::FinishTask() {
-  if (remaining_.fetch_sub(1) == 1) instance_->TasksDrained(shared_from_this());
+  if (remaining_.fetch_sub(1) == 1) Drained();
+}
+
+void Operation::Drained() {
+  pinned.reset();
+  instance_->TasksDrained(shared_from_this());
+}
+
+void Operation::NoteDirectRefused(int err) {
+  directFallbackErrno_ = err;
+  ++directFallbacks_;
 }
 
 void Operation::Start() {
@@ -33,7 +43,7 @@ void Operation::Start() {
   uint64_t n = spec_.size == 0 ? 0 : (spec_.size + task - 1) / task;
   tasks_ = n;
   if (n == 0) {
-    instance_->TasksDrained(self);
+    Drained();
     return;
   }
   taskBytes_ = task;
@@ -130,6 +140,7 @@ void Operation::RunTask(uint64_t begin, uint64_t length) {
     ErrorRecord e;
     // Only staged reads continue a worker's pipeline; anything else first settles it.
     if (spec_.route != Route::PosixDevice || spec_.write) FlushWorkerPipes();
+    else PollWorkerPipes();
     switch (spec_.route) {
       case Route::PosixHost: e = HostTask(begin, length, &done); break;
       case Route::PosixDevice:
@@ -243,6 +254,12 @@ void Operation::Settle(Napi::Env env) {
       result.Set("mapped", m);
     }
     result.Set("eof", hitEof);
+    if (uint64_t pieces = directFallbacks_.load()) {
+      Napi::Object f = Napi::Object::New(env);
+      f.Set("pieces", static_cast<double>(pieces));
+      f.Set("record", ToJs(env, ErrorRecord::Os(directFallbackErrno_.load(), spec_.write ? "pwrite" : "pread")));
+      result.Set("directFallback", f);
+    }
     deferred->Resolve(result);
   }
   delete deferred;
@@ -268,6 +285,8 @@ void Operation::DeliverProgress(Napi::Env env) {
 void Operation::Abandon() {
   keepAlive.SuppressDestruct();
   progress.SuppressDestruct();
+  // Only the C++ handle: the promise itself cannot be settled in an environment going away.
+  delete deferred;
   deferred = nullptr;
 }
 

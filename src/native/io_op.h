@@ -12,6 +12,7 @@
 #include "cufile_api.h"
 #include "cuda_api.h"
 #include "errors.h"
+#include "host_memory.h"
 
 namespace penstock {
 
@@ -87,11 +88,16 @@ class Operation : public std::enable_shared_from_this<Operation> {
 
   // Counts one task as finished; the last one hands the operation back to the JS thread.
   void FinishTask();
+  // Whether a read that fell back to buffered I/O because O_DIRECT was refused (EINVAL).
+  void NoteDirectRefused(int err);
   void Fail(ErrorRecord e);
   // Finishes a worker's staged reads whose copies are still in flight (pool idle hook).
   static void FlushDeferred();
   Napi::Promise::Deferred* deferred = nullptr;
   Napi::ObjectReference keepAlive;  // the JS memory the tasks use
+  // Pinned memory the tasks use, held until the last task is done (not until the Promise
+  // settles on the JS thread, which an exiting environment may never get to).
+  std::unique_ptr<PinnedUse> pinned;
   Napi::FunctionReference progress;
 
  private:
@@ -141,6 +147,10 @@ class Operation : public std::enable_shared_from_this<Operation> {
   uint64_t mapSpan_ = 0;
   uint64_t mapDelta_ = 0;  // fileOffset's distance from the page-aligned start of the mapping
   std::atomic<uint64_t> eofAt_{UINT64_MAX};
+  // Pieces moved through the buffered descriptor because O_DIRECT refused them (errno, 0: none).
+  std::atomic<uint64_t> directFallbacks_{0};
+  std::atomic<int> directFallbackErrno_{0};
+  void Drained();
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> failed_{false};
   std::atomic<bool> progressPending_{false};

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <random>
 
+#include "args.h"
 #include "bindings.h"
 #include "device.h"
 
@@ -54,8 +55,8 @@ Napi::Value IpcStatusJs(const Napi::CallbackInfo& info) {
 // did not answer (older drivers do not know every attribute).
 Napi::Value IpcPointerFactsJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  int ordinal = info[0].As<Napi::Number>().Int32Value();
-  CUdeviceptr ptr = ToPtr(info[1]);
+  int ordinal = ArgInt(Arg(info, 0, "ordinal"), "ordinal", 0, 1 << 20);
+  CUdeviceptr ptr = ArgPtr(Arg(info, 1, "ptr"), "ptr");
   Napi::Object o = Napi::Object::New(env);
   ThrowIfError(env, InContext(ordinal, [&] {
     const CudaApi& cu = Cuda();
@@ -78,8 +79,8 @@ Napi::Value IpcPointerFactsJs(const Napi::CallbackInfo& info) {
 
 Napi::Value IpcGetMemHandleJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  int ordinal = info[0].As<Napi::Number>().Int32Value();
-  CUdeviceptr ptr = ToPtr(info[1]);
+  int ordinal = ArgInt(Arg(info, 0, "ordinal"), "ordinal", 0, 1 << 20);
+  CUdeviceptr ptr = ArgPtr(Arg(info, 1, "ptr"), "ptr");
   CUipcMemHandle h;
   std::memset(&h, 0, sizeof h);
   ThrowIfError(env, InContext(ordinal, [&] {
@@ -92,13 +93,13 @@ Napi::Value IpcGetMemHandleJs(const Napi::CallbackInfo& info) {
 // ipcOpenMemHandle(ordinal, handle: Uint8Array of 64 bytes, flags) → base pointer of the mapping.
 Napi::Value IpcOpenMemHandleJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  int ordinal = info[0].As<Napi::Number>().Int32Value();
-  if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().ByteLength() != CU_IPC_HANDLE_SIZE)
+  int ordinal = ArgInt(Arg(info, 0, "ordinal"), "ordinal", 0, 1 << 20);
+  HostSpan bytes = ArgHost(Arg(info, 1, "handle"), "handle");
+  if (bytes.length != CU_IPC_HANDLE_SIZE)
     ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "an IPC handle must be 64 bytes"));
-  auto bytes = info[1].As<Napi::Uint8Array>();
   CUipcMemHandle h;
-  std::memcpy(h.reserved, bytes.Data(), sizeof h.reserved);
-  unsigned flags = info[2].As<Napi::Number>().Uint32Value();
+  std::memcpy(h.reserved, bytes.data, sizeof h.reserved);
+  unsigned flags = static_cast<unsigned>(ArgU64(Arg(info, 2, "flags"), "flags"));
   CUdeviceptr ptr = 0;
   ThrowIfError(env, InContext(ordinal, [&] {
     CUresult r = Cuda().IpcOpenMemHandle(&ptr, h, flags);
@@ -109,8 +110,8 @@ Napi::Value IpcOpenMemHandleJs(const Napi::CallbackInfo& info) {
 
 Napi::Value IpcCloseMemHandleJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  int ordinal = info[0].As<Napi::Number>().Int32Value();
-  CUdeviceptr ptr = ToPtr(info[1]);
+  int ordinal = ArgInt(Arg(info, 0, "ordinal"), "ordinal", 0, 1 << 20);
+  CUdeviceptr ptr = ArgPtr(Arg(info, 1, "ptr"), "ptr");
   ThrowIfError(env, InContext(ordinal, [&] {
     CUresult r = Cuda().IpcCloseMemHandle(ptr);
     return r == CUDA_SUCCESS ? ErrorRecord{} : ErrorRecord::FromCuda(r, "cuIpcCloseMemHandle");
@@ -120,7 +121,7 @@ Napi::Value IpcCloseMemHandleJs(const Napi::CallbackInfo& info) {
 
 Napi::Value DeviceByPciBusIdJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  std::string bus = info[0].As<Napi::String>().Utf8Value();
+  std::string bus = ArgString(Arg(info, 0, "busId"), "busId");
   ThrowIfError(env, RequireIpc());
   CUdevice dev = -1;
   CUresult r = Cuda().DeviceGetByPCIBusId(&dev, bus.c_str());

@@ -59,8 +59,9 @@ void Operation::RunMapped() {
     FlushWorkerPipes();
     FinishTask();
   };
-  if (!d || w < 0 || w >= static_cast<int>(d->slots.size())) return done();  // staged runners claim all
-  WorkerSlot& s = d->slots[w];
+  WorkerSlot* slot = d ? d->Slot(w) : nullptr;
+  if (!slot) return done();  // staged runners claim all
+  WorkerSlot& s = *slot;
   const CudaApi& cu = Cuda();
   cu.CtxSetCurrent(d->ctx);
   uint64_t per = std::max<uint64_t>(1, spec_.mappedPiece / taskBytes_);

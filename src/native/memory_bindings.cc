@@ -1,3 +1,4 @@
+#include "args.h"
 #include "bindings.h"
 #include "device.h"
 #include "host_memory.h"
@@ -7,9 +8,11 @@ namespace penstock {
 
 namespace {
 
+int OrdinalArg(const Napi::CallbackInfo& info) { return ArgInt(Arg(info, 0, "ordinal"), "ordinal", 0, 1 << 20); }
+
 Napi::Value DeviceInfo(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  int ordinal = info[0].As<Napi::Number>().Int32Value();
+  int ordinal = OrdinalArg(info);
   ErrorRecord e = CheckOrdinal(ordinal);
   if (!e.ok()) ThrowRecord(env, e);
   const CudaApi& cu = Cuda();
@@ -38,9 +41,11 @@ Napi::Value DeviceInfo(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DevicePrepare(const Napi::CallbackInfo& info) {
-  int ordinal = info[0].As<Napi::Number>().Int32Value();
-  size_t bounce = ToU64(info[1]);
-  int numaNode = info[2].IsNumber() ? info[2].As<Napi::Number>().Int32Value() : -1;
+  int ordinal = OrdinalArg(info);
+  uint64_t bounce = ArgU64(Arg(info, 1, "bounceBytes"), "bounceBytes");
+  int numaNode = ArgInt(Arg(info, 2, "numaNode"), "numaNode", -1, 1 << 20);
+  if (bounce < 2) ThrowRecord(info.Env(), ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "bounceBytes must be at least 2"));
+  std::lock_guard<std::mutex> lock(PoolMutex());
   ErrorRecord e = PrepareDevice(ordinal, bounce / 2, ThreadPool::Instance().Size(), numaNode);
   if (!e.ok()) ThrowRecord(info.Env(), e);
   return info.Env().Undefined();
@@ -48,20 +53,20 @@ Napi::Value DevicePrepare(const Napi::CallbackInfo& info) {
 
 Napi::Value DeviceAllocJs(const Napi::CallbackInfo& info) {
   CUdeviceptr p = 0;
-  ErrorRecord e = DeviceAlloc(info[0].As<Napi::Number>().Int32Value(), ToU64(info[1]), &p);
+  ErrorRecord e = DeviceAlloc(OrdinalArg(info), ArgU64(Arg(info, 1, "size"), "size"), &p);
   if (!e.ok()) ThrowRecord(info.Env(), e);
   return FromPtr(info.Env(), p);
 }
 
 Napi::Value DeviceFreeJs(const Napi::CallbackInfo& info) {
-  ErrorRecord e = DeviceFree(info[0].As<Napi::Number>().Int32Value(), ToPtr(info[1]));
+  ErrorRecord e = DeviceFree(OrdinalArg(info), ArgPtr(Arg(info, 1, "ptr"), "ptr"));
   if (!e.ok()) ThrowRecord(info.Env(), e);
   return info.Env().Undefined();
 }
 
 Napi::Value PointerInfoJs(const Napi::CallbackInfo& info) {
   PointerInfo pi;
-  ErrorRecord e = QueryPointer(ToPtr(info[0]), &pi);
+  ErrorRecord e = QueryPointer(ArgPtr(Arg(info, 0, "ptr"), "ptr"), &pi);
   if (!e.ok()) ThrowRecord(info.Env(), e);
   Napi::Object o = Napi::Object::New(info.Env());
   o.Set("device", pi.device);
@@ -73,7 +78,7 @@ Napi::Value PointerInfoJs(const Napi::CallbackInfo& info) {
 Napi::Value MemGetInfoJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   CUcontext ctx;
-  ErrorRecord e = RetainContext(info[0].As<Napi::Number>().Int32Value(), &ctx);
+  ErrorRecord e = RetainContext(OrdinalArg(info), &ctx);
   if (!e.ok()) ThrowRecord(env, e);
   ContextGuard guard(ctx);
   size_t free = 0, total = 0;
@@ -90,24 +95,31 @@ Napi::Value CopyJs(const Napi::CallbackInfo& info, bool toDevice) {
   Napi::Env env = info.Env();
   OpSpec spec;
   spec.route = toDevice ? Route::CopyToDevice : Route::CopyToHost;
-  spec.device = info[0].As<Napi::Number>().Int32Value();
-  size_t length = 0;
-  Napi::Value hostValue = toDevice ? info[2] : info[1];
-  char* host = HostData(hostValue, &length);
-  uint64_t hostOffset = ToU64(toDevice ? info[3] : info[2]);
-  spec.host = host + hostOffset;
-  spec.dev = ToPtr(toDevice ? info[1] : info[3]);
-  spec.size = ToU64(info[4]);
+  spec.device = OrdinalArg(info);
+  Napi::Value hostValue = Arg(info, toDevice ? 2 : 1, "host");
+  HostSpan span = ArgHost(hostValue, "host");
+  uint64_t hostOffset = ArgU64(Arg(info, toDevice ? 3 : 2, "hostOffset"), "hostOffset");
+  spec.dev = ArgPtr(Arg(info, toDevice ? 1 : 3, "devicePtr"), "devicePtr");
+  spec.size = ArgU64(Arg(info, 4, "size"), "size");
+  CheckSpan(env, span, hostOffset, spec.size, "host memory");
+  spec.host = span.data + hostOffset;
   return StartOperation(env, spec, hostValue, env.Undefined());
 }
 
 Napi::Value CopyHtoD(const Napi::CallbackInfo& info) { return CopyJs(info, true); }
 Napi::Value CopyDtoH(const Napi::CallbackInfo& info) { return CopyJs(info, false); }
 
-Napi::Value PinnedAllocJs(const Napi::CallbackInfo& info) { return PinnedAlloc(info.Env(), ToU64(info[0])); }
+Napi::Value PinnedAllocJs(const Napi::CallbackInfo& info) {
+  uint64_t size = ArgU64(Arg(info, 0, "size"), "size");
+  if (size == 0) ThrowRecord(info.Env(), ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_SIZE", "A pinned buffer must hold at least one byte"));
+  return PinnedAlloc(info.Env(), size);
+}
 
 Napi::Value PinnedFreeJs(const Napi::CallbackInfo& info) {
-  PinnedFree(info.Env(), info[0].As<Napi::ArrayBuffer>());
+  Napi::Value v = Arg(info, 0, "buffer");
+  if (!v.IsArrayBuffer())
+    ThrowRecord(info.Env(), ErrorRecord::Misuse("ERR_PENSTOCK_FOREIGN_BUFFER", "Not a penstock pinned buffer"));
+  PinnedFree(info.Env(), v.As<Napi::ArrayBuffer>());
   return info.Env().Undefined();
 }
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,13 +46,16 @@ int PwriteFull(int fd, const char* buf, size_t n, uint64_t off) {
 // Writes [pos, pos+n) whose bytes sit at `data`, where data - (pos % kAlign) is page aligned:
 // the aligned interior goes through the O_DIRECT descriptor, the unaligned head and tail through
 // the buffered one (they are whole pages nobody else writes directly, so the two never overlap).
-int WriteMaybeDirect(int fd, int directFd, const char* data, uint64_t pos, uint64_t n) {
+int WriteMaybeDirect(int fd, int directFd, const char* data, uint64_t pos, uint64_t n, int* refused) {
   uint64_t a = AlignUp(pos), b = AlignDown(pos + n);
   if (directFd < 0 || a >= b) return PwriteFull(fd, data, n, pos);
   if (a > pos)
     if (int e = PwriteFull(fd, data, a - pos, pos)) return e;
   int e = PwriteFull(directFd, data + (a - pos), b - a, a);
-  if (e == EINVAL) e = PwriteFull(fd, data + (a - pos), b - a, a);  // FS refuses this alignment
+  if (e == EINVAL) {  // the file system refuses this alignment
+    *refused = EINVAL;
+    e = PwriteFull(fd, data + (a - pos), b - a, a);
+  }
   if (e) return e;
   if (pos + n > b) return PwriteFull(fd, data + (b - pos), pos + n - b, b);
   return 0;
@@ -59,7 +63,7 @@ int WriteMaybeDirect(int fd, int directFd, const char* data, uint64_t pos, uint6
 
 // Reads [pos, pos+n) into buf, through O_DIRECT when directFd >= 0 (reading the enclosing aligned
 // span, buf needs n + 2*kAlign bytes). Returns where the data starts in buf and how much arrived.
-int ReadMaybeDirect(int fd, int directFd, char* buf, uint64_t pos, uint64_t n, char** data, uint64_t* got) {
+int ReadMaybeDirect(int fd, int directFd, char* buf, uint64_t pos, uint64_t n, char** data, uint64_t* got, int* refused) {
   int err = 0;
   if (directFd >= 0) {
     uint64_t a0 = AlignDown(pos);
@@ -72,6 +76,7 @@ int ReadMaybeDirect(int fd, int directFd, char* buf, uint64_t pos, uint64_t n, c
     }
     if (err != EINVAL) return err;
     // EINVAL: the file system wants another alignment; fall back to buffered for this piece.
+    *refused = err;
   }
   ssize_t r = PreadFull(fd, buf, n, pos, false, &err);
   if (r < 0) return err;
@@ -81,6 +86,13 @@ int ReadMaybeDirect(int fd, int directFd, char* buf, uint64_t pos, uint64_t n, c
 }
 
 double Residency(int fd, uint64_t offset, uint64_t length, int samples) {
+  // Pages past the end of the file hold nothing to cache: counting them as cold would make a
+  // range larger than its file look cold.
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < 0) return -1;
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (offset >= size) return -1;
+  length = std::min(length, size - offset);
   if (length == 0 || samples <= 0) return -1;
   uint64_t start = AlignDown(offset);
   uint64_t span = AlignUp(offset + length) - start;
@@ -105,16 +117,21 @@ int DropCache(int fd) { return posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); }
 
 // Page-aligned scratch for host transfers through O_DIRECT (the user's buffer is rarely aligned).
 char* Scratch(size_t n) {
-  thread_local char* p = nullptr;
-  thread_local size_t size = 0;
-  if (size < n) {
-    free(p);
-    p = nullptr;
-    size = 0;
-    if (posix_memalign(reinterpret_cast<void**>(&p), kAlign, n) != 0) return nullptr;
-    size = n;
+  // Freed when the thread ends: pool workers leave when the pool shrinks.
+  struct Block {
+    char* p = nullptr;
+    size_t size = 0;
+    ~Block() { free(p); }
+  };
+  thread_local Block b;
+  if (b.size < n) {
+    free(b.p);
+    b.p = nullptr;
+    b.size = 0;
+    if (posix_memalign(reinterpret_cast<void**>(&b.p), kAlign, n) != 0) return nullptr;
+    b.size = n;
   }
-  return p;
+  return b.p;
 }
 
 }  // namespace penstock

@@ -18,13 +18,15 @@ ssize_t PreadFull(int fd, char* buf, size_t n, uint64_t off, bool direct, int* e
 // Writes all n bytes; returns 0 or an errno.
 int PwriteFull(int fd, const char* buf, size_t n, uint64_t off);
 // Writes [pos, pos+n) from `data`, where data - (pos % kAlign) is page aligned: the aligned
-// interior through directFd (when >= 0), head and tail through fd. Returns 0 or an errno.
-int WriteMaybeDirect(int fd, int directFd, const char* data, uint64_t pos, uint64_t n);
+// interior through directFd (when >= 0), head and tail through fd. Returns 0 or an errno. When
+// the file system refused O_DIRECT for the interior and it went through fd, *refused is its errno.
+int WriteMaybeDirect(int fd, int directFd, const char* data, uint64_t pos, uint64_t n, int* refused);
 // Reads [pos, pos+n) into buf (n + 2*kAlign bytes, page aligned when directFd >= 0); sets where
-// the data starts in buf and how much arrived. Returns 0 or an errno.
-int ReadMaybeDirect(int fd, int directFd, char* buf, uint64_t pos, uint64_t n, char** data, uint64_t* got);
-// Fraction of `samples` pages, spread evenly over [offset, offset+length), that are in the page
-// cache (mincore on a mapping that is never touched); -1 when it cannot be told.
+// the data starts in buf and how much arrived. Returns 0 or an errno; *refused as for writes.
+int ReadMaybeDirect(int fd, int directFd, char* buf, uint64_t pos, uint64_t n, char** data, uint64_t* got, int* refused);
+// Fraction of `samples` pages, spread evenly over the part of [offset, offset+length) inside the
+// file, that are in the page cache (mincore on a mapping that is never touched); -1 when it
+// cannot be told (nothing of the range lies inside the file, or the calls fail).
 double Residency(int fd, uint64_t offset, uint64_t length, int samples);
 // Asks the kernel to drop the file's cached pages (posix_fadvise DONTNEED). Returns 0 or an errno.
 int DropCache(int fd);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "device.h"
 #include "io_op.h"
@@ -27,6 +28,7 @@ constexpr uint64_t kWritePieceMin = 64 << 10;
 }  // namespace
 
 ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done) {
+  int refused = 0;  // errno of an O_DIRECT refusal that buffered I/O covered
   uint64_t filePos = spec_.fileOffset + begin;
   char* mem = spec_.host + begin;
   if (spec_.directFd < 0) {
@@ -101,7 +103,8 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
       int e;
       {
         StageTimer t(ioNs_);
-        e = WriteMaybeDirect(spec_.fd, spec_.directFd, data, at, n);
+        e = WriteMaybeDirect(spec_.fd, spec_.directFd, data, at, n, &refused);
+        if (refused) NoteDirectRefused(std::exchange(refused, 0));
       }
       if (e) return ErrorRecord::Os(e, "pwrite");
       *done += n;
@@ -112,7 +115,8 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
       int e;
       {
         StageTimer t(ioNs_);
-        e = ReadMaybeDirect(spec_.fd, spec_.directFd, scratch, at, n, &data, &got);
+        e = ReadMaybeDirect(spec_.fd, spec_.directFd, scratch, at, n, &data, &got, &refused);
+        if (refused) NoteDirectRefused(std::exchange(refused, 0));
       }
       if (e) return ErrorRecord::Os(e, "pread");
       memcpy(mem + pos, data, got);
@@ -129,14 +133,14 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
 }
 
 ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t* done, bool* deferred) {
+  int refused = 0;  // errno of an O_DIRECT refusal that buffered I/O covered
   DeviceState* d = PreparedDevice(spec_.device);
   int w = ThreadPool::WorkerIndex();
-  if (!d || w < 0 || w >= static_cast<int>(d->slots.size()))
-    return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared for this worker");
+  WorkerSlot* slot = d ? d->Slot(w) : nullptr;
+  if (!slot) return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared for this worker");
   if (spec_.device >= kMaxPipes)
     return ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_DEVICE", "GPU ordinal past penstock's limit of 64");
   Pipe& pipe = WorkerPipe(spec_.device);
-  WorkerSlot* slot = &d->slots[w];
   if (pipe.slot != slot) {
     pipe.Flush();
     pipe.dev = d;
@@ -165,7 +169,8 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
     int e;
     {
       StageTimer t(ioNs_);
-      e = ReadMaybeDirect(spec_.fd, spec_.directFd, buf, filePos, n, &data, &got);
+      e = ReadMaybeDirect(spec_.fd, spec_.directFd, buf, filePos, n, &data, &got, &refused);
+        if (refused) NoteDirectRefused(std::exchange(refused, 0));
     }
     if (e) {
       err = ErrorRecord::Os(e, "pread");
@@ -202,11 +207,12 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
 }
 
 ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t* done) {
+  int refused = 0;  // errno of an O_DIRECT refusal that buffered I/O covered
   DeviceState* d = PreparedDevice(spec_.device);
   int w = ThreadPool::WorkerIndex();
-  if (!d || w < 0 || w >= static_cast<int>(d->slots.size()))
-    return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared for this worker");
-  WorkerSlot& s = d->slots[w];
+  WorkerSlot* slot = d ? d->Slot(w) : nullptr;
+  if (!slot) return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared for this worker");
+  WorkerSlot& s = *slot;
   const CudaApi& cu = Cuda();
   cu.CtxSetCurrent(d->ctx);
   bool direct = spec_.directFd >= 0;
@@ -258,7 +264,8 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
     int e;
     {
       StageTimer t(ioNs_);
-      e = WriteMaybeDirect(spec_.fd, spec_.directFd, src, spec_.fileOffset + pos, n);
+      e = WriteMaybeDirect(spec_.fd, spec_.directFd, src, spec_.fileOffset + pos, n, &refused);
+        if (refused) NoteDirectRefused(std::exchange(refused, 0));
     }
     if (e) {
       err = ErrorRecord::Os(e, "pwrite");

@@ -16,6 +16,18 @@ void FlushWorkerPipes() {
     if (p.slot) p.Flush();
 }
 
+void PollWorkerPipes() {
+  for (auto& p : t_pipes)
+    if (p.slot && !p.waiting.empty()) p.Poll();
+}
+
+void Pipe::Poll() {
+  CUresult r = Cuda().StreamQuery(slot->stream);
+  if (r == CUDA_ERROR_NOT_READY) return;
+  Complete(UINT64_MAX, r == CUDA_SUCCESS ? ErrorRecord() : ErrorRecord::FromCuda(r, "cuStreamQuery"));
+  halfSeq[0] = halfSeq[1] = 0;
+}
+
 void Pipe::Complete(uint64_t upTo, const ErrorRecord& err) {
   for (size_t i = 0; i < waiting.size();) {
     if (waiting[i].seq <= upTo) {

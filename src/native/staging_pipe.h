@@ -33,6 +33,8 @@ struct Pipe {
   ErrorRecord Reuse(int h);
   // Waits for everything in flight and finishes the waiting tasks.
   void Flush();
+  // Finishes the waiting tasks if everything in flight is complete; never waits.
+  void Poll();
 };
 
 constexpr int kMaxPipes = 64;
@@ -40,5 +42,9 @@ constexpr int kMaxPipes = 64;
 Pipe& WorkerPipe(int device);
 // Settles every pipeline of the calling worker.
 void FlushWorkerPipes();
+// Finishes the calling worker's waiting tasks whose copies are complete, on every GPU. Run
+// before each task, so a task whose last copy went to one GPU is not held back while the
+// worker keeps busy with another GPU's reads.
+void PollWorkerPipes();
 
 }  // namespace penstock

@@ -31,7 +31,7 @@ int ThreadPool::WorkerIndex() { return t_workerIndex; }
 
 int ThreadPool::Size() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return static_cast<int>(workers_.size());
+  return target_;
 }
 
 size_t ThreadPool::Queued() {
@@ -52,17 +52,18 @@ void ThreadPool::Run(int index) {
   t_workerIndex = index;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    if (queue_.empty()) {
+    if (queue_.empty() || index >= target_) {
+      // Before sleeping or leaving, finish what this worker deferred (copies in flight).
       if (idleHook_) {
-        ++running_;
         lock.unlock();
         idleHook_();
         lock.lock();
-        --running_;
-        if (!queue_.empty()) continue;
-        if (running_ == 0) idle_.notify_all();
       }
-      if (stopping_) break;
+      if (index >= target_) {
+        alive_[index] = false;
+        return;
+      }
+      if (!queue_.empty()) continue;
       if (g_spinners.fetch_add(1) < MaxSpinners()) {
         lock.unlock();
         auto until = std::chrono::steady_clock::now() + kSpin;
@@ -74,41 +75,38 @@ void ThreadPool::Run(int index) {
         lock.lock();
       }
       g_spinners.fetch_sub(1);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      wake_.wait(lock, [&] { return index >= target_ || !queue_.empty(); });
       continue;
     }
     auto task = std::move(queue_.front());
     queue_.pop_front();
     queuedHint_.store(queue_.size(), std::memory_order_release);
-    ++running_;
     lock.unlock();
     task();
     lock.lock();
-    --running_;
-    if (queue_.empty() && running_ == 0) idle_.notify_all();
   }
-}
-
-void ThreadPool::StopAll() {
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    idle_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  for (auto& t : workers_) t.join();
-  workers_.clear();
-  stopping_ = false;
 }
 
 void ThreadPool::Resize(int n) {
-  if (n < 1) n = 1;
-  if (!workers_.empty()) {
-    if (static_cast<int>(workers_.size()) == n) return;
-    StopAll();
+  std::lock_guard<std::mutex> lock(mutex_);
+  n = std::max(1, n);
+  target_ = n;
+  if (static_cast<int>(workers_.size()) < n) {
+    workers_.resize(n);
+    alive_.resize(n, false);
   }
-  workers_.reserve(n);
-  for (int i = 0; i < n; ++i) workers_.emplace_back([this, i] { Run(i); });
+  for (int i = 0; i < n; ++i) {
+    if (alive_[i]) continue;  // running, or told to leave and not gone yet: it stays
+    alive_[i] = true;
+    std::thread old = std::move(workers_[i]);
+    // A worker that left has returned from Run() (or is about to): the new one joins it first,
+    // on its own thread, so no JS thread ever waits here.
+    workers_[i] = std::thread([this, i, old = std::move(old)]() mutable {
+      if (old.joinable()) old.join();
+      Run(i);
+    });
+  }
+  wake_.notify_all();
 }
 
 }  // namespace penstock

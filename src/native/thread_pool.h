@@ -17,7 +17,8 @@ class ThreadPool {
   // how native addons crash on shutdown.
   static ThreadPool& Instance();
 
-  // Replaces the workers with n new ones; waits for queued work first.
+  // Sets the pool to n workers without waiting for anything: missing workers start, workers
+  // past n leave once their current task is done (a worker index is never run twice at once).
   void Resize(int n);
   int Size() const;
   size_t Queued();
@@ -33,15 +34,13 @@ class ThreadPool {
  private:
   ThreadPool() = default;
   void Run(int index);
-  void StopAll();
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::condition_variable idle_;
   std::deque<std::function<void()>> queue_;
-  std::vector<std::thread> workers_;
-  int running_ = 0;
-  bool stopping_ = false;
+  std::vector<std::thread> workers_;  // by index; a left worker's thread stays here to be joined
+  std::vector<bool> alive_;           // whether index i has a thread in Run()
+  int target_ = 0;
   // Mirrors queue_.size() so idle workers can spin on it without the lock.
   std::atomic<size_t> queuedHint_{0};
   void (*idleHook_)() = nullptr;

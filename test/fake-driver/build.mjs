@@ -10,6 +10,8 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '../..');
 const outDir = path.join(repo, 'dist', 'fake-driver');
 const cc = process.env.CC || 'cc';
+// Extra flags, e.g. sanitizers for test:asan (space-separated).
+const extra = (process.env.FAKE_DRIVER_CFLAGS ?? '').split(' ').filter(Boolean);
 
 const common = [
   '-std=c11', '-O1', '-g', '-fPIC', '-shared', '-pthread', '-Wall', '-Wextra',
@@ -53,6 +55,13 @@ const targets = [
     flags: ['-Wl,-soname,libcufile.so.0', cuda, '-Wl,-rpath,$ORIGIN', '-Wl,--disable-new-dtags'],
     inputs: [cuda],
   },
+  {
+    output: path.join(outDir, 'libdirect_einval.so'),
+    sources: ['direct_einval.c'],
+    headers: [],
+    flags: ['-ldl'],
+    inputs: [],
+  },
 ];
 
 function mtime(file) {
@@ -73,7 +82,7 @@ for (const t of targets) {
   // Compile to a temporary name: a failed build must not leave an output that looks up to date,
   // and renaming never rewrites a library some running process has mapped.
   const tmp = `${t.output}.tmp-${process.pid}`;
-  const res = spawnSync(cc, [...common, ...sources, ...t.flags, '-o', tmp], { stdio: 'inherit' });
+  const res = spawnSync(cc, [...common, ...extra, ...sources, ...t.flags, '-o', tmp], { stdio: 'inherit' });
   if (res.error || res.status !== 0) {
     fs.rmSync(tmp, { force: true });
     const why = res.error ? res.error.message : `exit status ${res.status ?? res.signal}`;

@@ -68,6 +68,8 @@ int fk_ordinal_of_physical(int physical) {
   return -1;
 }
 
+int fk_pinned_unmap(void) { return fake_env_ll("FAKE_CUDA_PINNED_UNMAP", 0) == 1; }
+
 unsigned long long fk_mem_limit(void) {
   long long v = fake_env_ll("FAKE_CUDA_MEM_LIMIT", (long long)DEFAULT_MEM);
   return v < 0 ? DEFAULT_MEM : (unsigned long long)v;

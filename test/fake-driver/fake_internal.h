@@ -54,6 +54,7 @@ struct fake_rec {
   int device;
   int busy;  /* copies in flight that touch this range */
   int dying; /* being freed: invisible to lookups while the free waits for busy == 0 */
+  int mapped; /* cuMemHostAlloc memory of its own mapping (FAKE_CUDA_PINNED_UNMAP) */
   /* Device memory is a shared mapping of a memfd, so another process can map the same pages
      (CUDA IPC). `fd` stays open while the allocation lives; -1 for imported mappings. */
   int fd;
@@ -81,6 +82,9 @@ int fk_ordinal_of_physical(int physical);
 /* FAKE_CUDA_DEVICE_COUNT, clamped to 0..MAX_DEVICES. */
 int fk_device_count(void);
 int fk_valid_device(int device);
+
+/* FAKE_CUDA_PINNED_UNMAP: cuMemHostAlloc memory is a mapping of its own, unmapped when freed. */
+int fk_pinned_unmap(void);
 
 /* FAKE_CUDA_MEM_LIMIT: the per-device capacity, reported as total memory too. */
 unsigned long long fk_mem_limit(void);

@@ -198,13 +198,22 @@ FAKE_API CUresult cuMemHostAlloc(void **pp, size_t size, unsigned flags) {
   if (r) return r;
   if (!pp || !size) return CUDA_ERROR_INVALID_VALUE;
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t span = (size + page - 1) / page * page;
   void *p = NULL;
   fake_rec *rec = calloc(1, sizeof *rec);
-  if (!rec || posix_memalign(&p, page, (size + page - 1) / page * page)) {
+  if (!rec) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (fk_pinned_unmap()) {
+    /* Its own mapping, unmapped by cuMemFreeHost: a write after the free faults at once. */
+    p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) p = NULL;
+  } else if (posix_memalign(&p, page, span)) {
+    p = NULL;
+  }
+  if (!p) {
     free(rec);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  *rec = (fake_rec){.base = (uintptr_t)p, .size = size, .kind = REC_HOST_ALLOC};
+  *rec = (fake_rec){.base = (uintptr_t)p, .size = size, .kind = REC_HOST_ALLOC, .mapped = fk_pinned_unmap()};
   pthread_mutex_lock(&g_mu);
   add_rec(rec);
   g_pinned_bytes += (long long)size;
@@ -225,7 +234,12 @@ FAKE_API CUresult cuMemFreeHost(void *p) {
   retire(rec);
   g_pinned_bytes -= (long long)rec->size;
   pthread_mutex_unlock(&g_mu);
-  free(p);
+  if (rec->mapped) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    munmap(p, (rec->size + page - 1) / page * page);
+  } else {
+    free(p);
+  }
   free(rec);
   return CUDA_SUCCESS;
 }
