@@ -29,6 +29,7 @@ interface Pending {
   times: number;
   skip: number;
   method?: string;
+  path?: string;
 }
 
 interface StoredObject {
@@ -45,6 +46,8 @@ export interface InjectOptions {
   after?: number;
   /** Only requests of this method (default: all). */
   method?: 'GET' | 'HEAD';
+  /** Only requests for this path (default: all). */
+  path?: string;
 }
 
 /** A request as the server saw it. */
@@ -113,19 +116,25 @@ export class RangeServer {
   inject(fault: Fault, options: InjectOptions = {}): void {
     const p: Pending = { fault, times: options.times ?? 1, skip: options.after ?? 0 };
     if (options.method) p.method = options.method;
+    if (options.path) p.path = options.path;
     this.#faults.push(p);
   }
 
-  /** Forgets faults not yet used and the requests seen. */
+  /**
+   * Forgets faults not yet used and the requests seen, and closes every connection, so that a
+   * request a cancelled read left unread cannot arrive later and take the next test's fault.
+   */
   reset(): void {
+    for (const s of this.#sockets) s.destroy();
     this.#faults.length = 0;
     this.requests.length = 0;
   }
 
-  #takeFault(method: string): Fault | undefined {
+  #takeFault(method: string, path: string): Fault | undefined {
     for (let i = 0; i < this.#faults.length; i++) {
       const p = this.#faults[i]!;
       if (p.method && p.method !== method) continue;
+      if (p.path && p.path !== path) continue;
       if (p.skip > 0) {
         p.skip--;
         continue;
@@ -140,7 +149,7 @@ export class RangeServer {
     const path = (req.url ?? '/').replace(/\?.*$/s, '');
     const range = req.headers.range;
     this.requests.push({ method: req.method ?? '', path, ...(range ? { range } : {}), headers: req.headers });
-    const fault = this.#takeFault(req.method ?? '');
+    const fault = this.#takeFault(req.method ?? '', path);
     if (fault?.kind === 'slow') {
       setTimeout(() => this.#answer(req, res, path, undefined), fault.ms);
       return;
