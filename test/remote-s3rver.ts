@@ -40,7 +40,7 @@ export interface S3Server {
 export async function startS3rver(buckets: string[]): Promise<S3Server> {
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'penstock-s3rver-'));
   const server = new S3rver({
-    address: '127.0.0.1', port: 0, silent: true, directory, resetOnClose: true, serviceEndpoint: 'localhost',
+    address: '127.0.0.1', port: 0, silent: true, directory, resetOnClose: false, serviceEndpoint: 'localhost',
     configureBuckets: buckets.map((name) => ({ name })),
   });
   const { port } = await server.run();

@@ -49,6 +49,8 @@ export interface RangeRequest {
   /** First byte; with `end` (exclusive) the range asked for. Both absent for a plain HEAD. */
   start?: number;
   end?: number;
+  /** A size probe: only Content-Range's total and the identity are taken, the body is dropped. */
+  probe?: boolean;
 }
 
 /** Receives a body piece by piece: `chunk` belongs at `offset` bytes into the range. */
@@ -137,7 +139,7 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
           return fail(err('ERR_PENSTOCK_REMOTE_CHANGED', `The object changed during the read: its size was ${identity.size}, the server now says ${m[1]}`, false, { status }));
         }
         // A size probe (bytes=0-0) of an empty object: `bytes */0` tells the size.
-        if (m && req.start === 0 && req.end === 1) {
+        if (m && req.probe) {
           res.resume();
           return done({ status, bytes: 0, size: Number(m[1]) });
         }
@@ -165,6 +167,20 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
         return fail(err('ERR_PENSTOCK_REMOTE_RANGE_IGNORED', `The server sent the whole object (200) for the range ${range}: it does not serve ranged reads, so penstock cannot read it in parallel or verify the range`, false, { status }));
       }
       const cr = parseContentRange(header(res, 'content-range'));
+      if (req.probe) {
+        // Only the total and the identity are wanted, no byte is kept. The last byte is not
+        // insisted on (some servers, s3rver among them, answer bytes=0-0 with the whole object;
+        // every data range is checked exactly); a large body is dropped with its connection.
+        const bodyLength = Number(header(res, 'content-length') ?? Infinity);
+        if (bodyLength <= 65536) res.resume();
+        else res.destroy();
+        if (!cr || cr.first !== 0 || cr.total === undefined)
+          return fail(err('ERR_PENSTOCK_REMOTE_NO_SIZE', `The answer to the size probe ${range} told no size (Content-Range: ${header(res, 'content-range') ?? 'none'})`, false, { status }));
+        const a: RangeAnswer = { status, bytes: 0, size: cr.total };
+        if (etag !== undefined) a.etag = etag;
+        if (lastModified !== undefined) a.lastModified = lastModified;
+        return done(a);
+      }
       if (!cr || cr.first !== first || cr.last !== last || (identity.size !== undefined && cr.total !== undefined && cr.total !== identity.size)) {
         res.resume();
         const got = header(res, 'content-range') ?? 'none';
@@ -267,10 +283,11 @@ function statusError(status: number, res: http.IncomingMessage, body: string, he
     return err('ERR_PENSTOCK_REMOTE_WRONG_REGION', `The server refused the request's region (${status}${named})${region ? `: set region: '${region}' (or AWS_REGION=${region})` : ': set the bucket\'s region (region option or AWS_REGION)'}`, false, extra);
   }
   if (status === 401 || status === 403) {
-    const why = serverCode === 'SignatureDoesNotMatch' ? ': the secret key does not match the access key id'
+    const why = serverCode === 'SignatureDoesNotMatch' ? ': the signature does not match (a wrong secret key, or an altered presigned URL)'
       : serverCode === 'InvalidAccessKeyId' ? ': the server knows no such access key id'
         : serverCode === 'AccessDenied' && head ? ' (a URL presigned for GET cannot be used for HEAD)'
-          : serverCode === 'RequestTimeTooSkewed' ? ': the clock of this machine is off' : '';
+          : serverCode === 'RequestTimeTooSkewed' ? ': the clock of this machine is off'
+            : head && !serverCode ? ' (an answer to HEAD carries no error code: check the key pair, and that the object exists, as S3 answers 403 for a missing key to those who may not list the bucket)' : '';
     return err('ERR_PENSTOCK_REMOTE_ACCESS_DENIED', `Access denied (${status}${named})${why}`, false, extra);
   }
   if (status === 404) return err('ERR_PENSTOCK_REMOTE_NOT_FOUND', `No such object (404${named})`, false, extra);

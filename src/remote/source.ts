@@ -366,7 +366,7 @@ export async function openRemote(url: string, options: OpenRemoteOptions = {}): 
     // 1-byte GET for http(s), which a URL presigned for GET allows and which proves ranges work.
     const head = addr.kind === 's3';
     sizeFrom = head ? 'head' : 'range-probe';
-    const a = await withRetries(() => requestRange(pool, head ? request(undefined, undefined, 'HEAD') : request(0, 1), identity, undefined, limits), retry);
+    const a = await withRetries(() => requestRange(pool, head ? request(undefined, undefined, 'HEAD') : { ...request(0, 1), probe: true }, identity, undefined, limits), retry);
     if (a.size === undefined)
       throw new RemoteError('ERR_PENSTOCK_REMOTE_NO_SIZE', 'The server told no size (no Content-Length on HEAD, no total in Content-Range)', { url: name });
     identity.size = a.size;
