@@ -235,6 +235,6 @@ if (process.argv[1] === fileURLToPath(import.meta.url) && process.argv[2] === '-
   server.put('/object', data);
   void server.start().then(() => process.stdout.write(`${server.port}\n`));
   process.on('SIGTERM', () => void server.stop().then(() => process.exit(0)));
-  process.stdin.on('end', () => void server.stop().then(() => process.exit(0)));
-  process.stdin.resume();
+  // Started with an IPC channel (by a benchmark): stop when the parent goes.
+  if (process.send) process.on('disconnect', () => void server.stop().then(() => process.exit(0)));
 }

@@ -5,11 +5,13 @@
  * around: it lets unsigned requests through, and answers the suffix range `bytes=-N` with the
  * first N+1 bytes; it does not check If-Match or the region in the signature.
  */
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { LookupFunction } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import S3rver from '@20minutes/s3rver';
 import aws4 from 'aws4';
 
@@ -78,4 +80,17 @@ export async function startS3rver(buckets: string[]): Promise<S3Server> {
       fs.rmSync(directory, { recursive: true, force: true });
     },
   };
+}
+
+// As a program (`node remote-s3rver.js --serve SIZE`): s3rver with s3://bench/object of SIZE
+// random bytes, its port printed, for benchmarks in another process. `--serve` is required, as
+// the test runner runs every file of this folder as a program too.
+if (process.argv[1] === fileURLToPath(import.meta.url) && process.argv[2] === '--serve') {
+  const size = Number(process.argv[3] ?? 64 << 20);
+  const server = await startS3rver(['bench']);
+  await server.put('bench', 'object', crypto.randomBytes(size));
+  process.stdout.write(`${server.port}\n`);
+  const stop = () => void server.stop().then(() => process.exit(0));
+  process.on('SIGTERM', stop);
+  if (process.send) process.on('disconnect', stop);
 }
