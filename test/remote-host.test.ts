@@ -1,8 +1,9 @@
 /** Remote reads into host memory against the tests' own range server: bytes, ranges, pooling, stats. */
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
-import { openRemote, remoteStats, resetRemoteStats } from '../src/index.js';
-import { pattern } from './helpers.js';
+import fs from 'node:fs';
+import { openRemote, openSource, remoteStats, resetRemoteStats } from '../src/index.js';
+import { newPath, pattern } from './helpers.js';
 import { RangeServer } from './remote-range-server.js';
 
 const KiB = 1024;
@@ -129,6 +130,33 @@ describe('remote reads into host memory', () => {
     await assert.rejects(openRemote('s3://bucket'), { code: 'ERR_PENSTOCK_REMOTE_INVALID_URL' });
     await assert.rejects(openRemote(server.url(), { remoteConcurrency: 0 }), { code: 'ERR_PENSTOCK_INVALID_SETTING' });
     await assert.rejects(openRemote(server.url(), { remoteRangeSize: 10 }), { code: 'ERR_PENSTOCK_INVALID_SETTING' });
+  });
+
+  it('serves two reads of one object at once, each byte for byte', async () => {
+    await using obj = await openRemote(server.url(), { ...fast, remoteConcurrency: 2 });
+    const a = Buffer.alloc(data.length);
+    const b = Buffer.alloc(1000 * KiB);
+    const [na, nb] = await Promise.all([obj.read(a), obj.read(b, { fileOffset: 777 })]);
+    assert.equal(na, data.length);
+    assert.equal(nb, b.length);
+    assert.ok(a.equals(data));
+    assert.ok(b.equals(data.subarray(777, 777 + b.length)));
+  });
+
+  it('openSource opens a URL remotely and a path as a file, with the same read surface', async () => {
+    const file = newPath('source');
+    fs.writeFileSync(file, data);
+    for (const where of [server.url(), file]) {
+      const src = await openSource(where, fast);
+      try {
+        assert.equal(await src.size(), data.length);
+        const out = Buffer.alloc(4096);
+        assert.equal(await src.read(out, { fileOffset: 100 }), 4096);
+        assert.ok(out.equals(data.subarray(100, 4196)), where);
+      } finally {
+        await src.close();
+      }
+    }
   });
 
   it('answers 404 with a typed error', async () => {

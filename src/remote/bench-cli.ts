@@ -77,6 +77,7 @@ export async function runRemoteBenchCli(argv: string[]): Promise<number> {
   let repeat: number;
   let concurrencies: (number | undefined)[];
   let base: OpenRemoteOptions;
+  let sizeLimit: number | undefined;
   try {
     const parsed = parseCommandLine({
       args: argv, allowPositionals: true, strict: true,
@@ -93,6 +94,7 @@ export async function runRemoteBenchCli(argv: string[]): Promise<number> {
     if (parsed.positionals.length !== 1 || !isRemoteUrl(parsed.positionals[0])) throw new ArgError('expected one s3://, http:// or https:// URL');
     url = parsed.positionals[0];
     target = v.target === undefined ? (hasGpu() ? 'device' : 'host') : oneOf(v.target as string, '--target', ['device', 'host'] as const);
+    sizeLimit = v.size === undefined ? undefined : parseSizeArg(v.size as string, '--size');
     repeat = v.repeat === undefined ? 3 : parseIntArg(v.repeat as string, '--repeat', 1, 1000);
     concurrencies = v.concurrency === undefined ? [undefined] : parseIntList(v.concurrency as string, '--concurrency', 1, 1024);
     base = { ...(v.anonymous ? { anonymous: true } : {}), ...(v['range-size'] ? { remoteRangeSize: parseSizeArg(v['range-size'] as string, '--range-size') } : {}) };
@@ -107,7 +109,7 @@ export async function runRemoteBenchCli(argv: string[]): Promise<number> {
     await using obj = await openRemote(url, { ...base, ...(c ? { remoteConcurrency: c } : {}) });
     name = obj.name;
     const total = await obj.size();
-    const bytes = v.size === undefined ? total : Math.min(total, parseSizeArg(v.size as string, '--size'));
+    const bytes = sizeLimit === undefined ? total : Math.min(total, sizeLimit);
     const settings = { concurrency: c ?? remoteSettings().remoteConcurrency, rangeSize: base.remoteRangeSize ?? remoteSettings().remoteRangeSize };
     const memory: Memory = target === 'device' ? DeviceBuffer.alloc(bytes) : Buffer.allocUnsafeSlow(bytes);
     try {

@@ -104,6 +104,9 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
       path: `${req.url.pathname}${req.url.search}`,
       headers,
     });
+    // Started once the request has a socket, so time spent queued behind the agent's cap (other
+    // reads of the same object) is not taken for a stalled server.
+    let timer: NodeJS.Timeout | undefined;
     const fail = (e: Error) => {
       if (settled) return;
       settled = true;
@@ -121,14 +124,16 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
     };
     const err = (code: RemoteErrorCode, msg: string, transient: boolean, extra: { status?: number; serverCode?: string; region?: string; cause?: unknown } = {}) =>
       new RemoteError(code, msg, { url: where, ...extra }, transient);
-    const timer = setTimeout(() => fail(err('ERR_PENSTOCK_REMOTE_TIMEOUT', 'No progress from the server within the timeout (remoteTimeoutMs)', true)), limits.timeoutMs);
+    r.once('socket', () => {
+      if (!settled) timer = setTimeout(() => fail(err('ERR_PENSTOCK_REMOTE_TIMEOUT', 'No progress from the server within the timeout (remoteTimeoutMs)', true)), limits.timeoutMs);
+    });
     const onAbort = () => fail(new AbortError(undefined, { cause: limits.signal?.reason }));
     limits.signal?.addEventListener('abort', onAbort, { once: true });
     r.on('error', (e: NodeJS.ErrnoException) =>
       fail(err('ERR_PENSTOCK_REMOTE_CONNECTION', `Connection failed (${e.code ?? e.message})`, true, { cause: { code: e.code } })),
     );
     r.on('response', (res) => {
-      timer.refresh();
+      timer?.refresh();
       const status = res.statusCode ?? 0;
       const etag = header(res, 'etag');
       const lastModified = header(res, 'last-modified');
@@ -196,7 +201,7 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
       if (limits.progress) limits.progress.received = 0;
       res.on('data', (chunk: Buffer) => {
         if (settled) return;
-        timer.refresh();
+        timer?.refresh();
         if (got + chunk.length > want) return fail(err('ERR_PENSTOCK_REMOTE_LONG_BODY', `The body ran past the ${want} bytes of its Content-Range`, false, { status }));
         sink?.(chunk, resumeAt + got);
         got += chunk.length;

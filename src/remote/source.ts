@@ -210,8 +210,7 @@ export class RemoteObject {
   }
 
   async #intoDevice(target: DeviceBuffer, targetOffset: number, pieces: Piece[], counts: Attempts, signal: AbortSignal | undefined, onProgress: ((n: number) => void) | undefined): Promise<void> {
-    const slotLimit = Math.min(pieces.length, this.#settings.remoteConcurrency * 2);
-    if (slotLimit === 0) return;
+    if (pieces.length === 0) return;
     this.#staging ??= new StagingSlots(this.#settings.remoteRangeSize, this.#settings.remoteConcurrency * 2);
     const staging = this.#staging;
     const copies = new Set<Promise<void>>();
