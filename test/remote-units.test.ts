@@ -106,7 +106,7 @@ describe('shared AWS files', () => {
 describe('settings', () => {
   it('has defaults, reads PENSTOCK_REMOTE_* variables and validates', () => {
     resetRemoteSettings();
-    assert.deepEqual(remoteSettings({}, {}), { remoteConcurrency: 16, remoteRangeSize: 8 << 20, remoteRetries: 5, remoteTimeoutMs: 30000, remoteRetryBaseMs: 100 });
+    assert.deepEqual(remoteSettings({}, {}), { remoteConcurrency: 16, remoteRangeSize: 8 << 20, remoteRetries: 5, remoteTimeoutMs: 30000, remoteRetryBaseMs: 100, remoteWorkers: 0 });
     const s = remoteSettings({}, { PENSTOCK_REMOTE_CONCURRENCY: '64', PENSTOCK_REMOTE_RANGE_SIZE: '16MiB', PENSTOCK_REMOTE_RETRIES: '0' });
     assert.deepEqual([s.remoteConcurrency, s.remoteRangeSize, s.remoteRetries], [64, 16 << 20, 0]);
     assert.equal(remoteSettings({ remoteConcurrency: 2 }, { PENSTOCK_REMOTE_CONCURRENCY: '64' }).remoteConcurrency, 2);

@@ -72,6 +72,11 @@ export class RemoteError extends PenstockError {
     if (details.region !== undefined) this.region = details.region;
   }
 
+  /** The message without the attempts and the address (to carry the error across threads). */
+  get baseMessage(): string {
+    return this.#base;
+  }
+
   /** The same error, noting how many requests were made for the range. */
   withAttempts(attempts: number): RemoteError {
     return new RemoteError(this.code as RemoteErrorCode, this.#base, { ...this.#details, attempts }, this.transient);

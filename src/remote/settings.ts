@@ -17,6 +17,12 @@ export interface RemoteSettings {
   remoteTimeoutMs: number;
   /** First retry delay in milliseconds; doubles per attempt (capped at 20 s), with full jitter. Default 100. */
   remoteRetryBaseMs: number;
+  /**
+   * Worker threads that make the requests and parse the answers of each object, moving the
+   * bytes themselves (into the GPU through their own pinned slots). Default 0: the main thread
+   * does it, which measured cheaper per GB where it was measured (docs/remote.md).
+   */
+  remoteWorkers: number;
 }
 
 interface Row<K extends keyof RemoteSettings> {
@@ -41,6 +47,7 @@ export const REMOTE_SETTINGS: readonly Row<keyof RemoteSettings>[] = [
   { key: 'remoteRetries', variable: 'PENSTOCK_REMOTE_RETRIES', default: 5, parse: Number, check: integer(0, 100) },
   { key: 'remoteTimeoutMs', variable: 'PENSTOCK_REMOTE_TIMEOUT_MS', default: 30_000, parse: Number, check: integer(1, 3_600_000) },
   { key: 'remoteRetryBaseMs', variable: 'PENSTOCK_REMOTE_RETRY_BASE_MS', default: 100, parse: Number, check: integer(0, 60_000) },
+  { key: 'remoteWorkers', variable: 'PENSTOCK_REMOTE_WORKERS', default: 0, parse: Number, check: integer(0, 256) },
 ];
 
 let overrides: Partial<RemoteSettings> = {};

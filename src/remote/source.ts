@@ -16,7 +16,8 @@ import { RemoteError } from './errors.js';
 import { ConnectionPool, requestRange, type BodySink, type ObjectIdentity, type RangeRequest } from './http.js';
 import { withRetries, type Attempts } from './retry.js';
 import { REMOTE_SETTINGS, remoteSettings, type RemoteSettings } from './settings.js';
-import { signS3Request } from './signing.js';
+import { buildRequest, type RequestSpec } from './request-spec.js';
+import { destination, ParseWorkers, type Destination } from './parse-workers.js';
 import { StagingSlots } from './staging.js';
 import { globalRemoteStats, RemoteStatsBook, type RemoteOpRecord, type RemoteRoute, type RemoteStatsSnapshot } from './stats.js';
 import { parseRemoteUrl, redactUrl, s3ObjectUrl } from './url.js';
@@ -43,6 +44,8 @@ export interface RemoteInfo {
   addressing?: 'path' | 'virtual';
   /** How the size was found: `head` or `range-probe` (a 1-byte GET). */
   sizeFrom: 'head' | 'range-probe';
+  /** Worker threads that parse this object's responses (0: the main thread does). */
+  parseWorkers: number;
 }
 
 /** One range of a read: `[start, end)` of the object, at `at` bytes into the read. */
@@ -68,10 +71,11 @@ export class RemoteObject {
   readonly #stats = new RemoteStatsBook();
   readonly #inflight = new Set<Promise<unknown>>();
   #staging: StagingSlots | undefined;
+  readonly #parse: ParseWorkers | undefined;
   #closing: Promise<void> | undefined;
 
   /** @internal Use {@link openRemote}. */
-  constructor(init: { name: string; info: RemoteInfo; size: number; identity: ObjectIdentity; settings: RemoteSettings; pool: ConnectionPool; request: (start: number, end: number) => RangeRequest }) {
+  constructor(init: { name: string; info: RemoteInfo; size: number; identity: ObjectIdentity; settings: RemoteSettings; pool: ConnectionPool; request: (start: number, end: number) => RangeRequest; parse?: ParseWorkers }) {
     this.name = init.name;
     this.info = init.info;
     this.#size = init.size;
@@ -79,6 +83,7 @@ export class RemoteObject {
     this.#settings = init.settings;
     this.#pool = init.pool;
     this.#request = init.request;
+    this.#parse = init.parse;
   }
 
   /** Alias of {@link name}, so code written for files can print either. */
@@ -137,6 +142,7 @@ export class RemoteObject {
     this.#closing ??= (async () => {
       await Promise.allSettled([...this.#inflight]);
       this.#pool.destroy();
+      await this.#parse?.close();
       this.#staging?.free();
       this.#staging = undefined;
     })();
@@ -197,7 +203,7 @@ export class RemoteObject {
         const bytes = new Uint8Array(region.buffer, region.offset + targetOffset, size);
         if (region.pinned) region.pinned.busy++;
         try {
-          await this.#fetchAll(pieces, counts, signal, options.onProgress, async (p) => (chunk, off) => bytes.set(chunk, p.at + off));
+          await this.#fetchAll(pieces, counts, signal, options.onProgress, async (p) => (chunk, off) => bytes.set(chunk, p.at + off), (p) => destination(region, targetOffset, p.at));
         } finally {
           if (region.pinned) region.pinned.busy--;
         }
@@ -211,6 +217,11 @@ export class RemoteObject {
 
   async #intoDevice(target: DeviceBuffer, targetOffset: number, pieces: Piece[], counts: Attempts, signal: AbortSignal | undefined, onProgress: ((n: number) => void) | undefined): Promise<void> {
     if (pieces.length === 0) return;
+    if (this.#parse) {
+      // The workers copy to the GPU themselves, through their own pinned slots.
+      const unused = async (): Promise<BodySink> => () => undefined;
+      return this.#fetchAll(pieces, counts, signal, onProgress, unused, (p) => destination(target, targetOffset, p.at));
+    }
     this.#staging ??= new StagingSlots(this.#settings.remoteRangeSize, this.#settings.remoteConcurrency * 2);
     const staging = this.#staging;
     const copies = new Set<Promise<void>>();
@@ -250,6 +261,7 @@ export class RemoteObject {
     signal: AbortSignal | undefined,
     onProgress: ((n: number) => void) | undefined,
     sinkFor: (p: Piece) => Promise<BodySink & { complete?: () => void; abandon?: () => void }>,
+    inWorker?: (p: Piece) => Destination,
   ): Promise<void> {
     const inner = new AbortController();
     // Every request in flight listens on it (and each retry's sleep): more than the default 10.
@@ -277,6 +289,13 @@ export class RemoteObject {
     const worker = async () => {
       while (next < pieces.length && !inner.signal.aborted) {
         const p = pieces[next++]!;
+        if (inWorker && this.#parse) {
+          const reply = await this.#parse.run({ start: p.start, end: p.end, ...inWorker(p) }, counts, inner.signal);
+          if (reply.bytes) (await sinkFor(p))(Buffer.from(reply.bytes), 0);
+          done += p.end - p.start;
+          progress();
+          continue;
+        }
         const sink = await sinkFor(p);
         const held = { received: 0 };
         let resumeAt = 0;
@@ -330,9 +349,11 @@ export class RemoteObject {
 export async function openRemote(url: string, options: OpenRemoteOptions = {}): Promise<RemoteObject> {
   const addr = parseRemoteUrl(url);
   const settings = remoteSettings(settingsOf(options));
+  if (options.lookup && settings.remoteWorkers > 0)
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'lookup (a function) cannot reach worker threads: use it with remoteWorkers 0');
   const pool = new ConnectionPool(settings.remoteConcurrency, options.lookup);
-  let request: (start: number | undefined, end: number | undefined, method?: 'GET' | 'HEAD') => RangeRequest;
-  let info: Omit<RemoteInfo, 'sizeFrom'>;
+  let spec: RequestSpec;
+  let info: Omit<RemoteInfo, 'sizeFrom' | 'parseWorkers'>;
   let name: string;
   if (addr.kind === 's3') {
     const cfg = resolveS3Config(options);
@@ -341,20 +362,13 @@ export async function openRemote(url: string, options: OpenRemoteOptions = {}): 
     name = `s3://${addr.bucket}/${addr.key}`;
     const virtual = target.hostname.startsWith(`${addr.bucket}.`) && !target.pathname.startsWith(`/${addr.bucket}/`);
     info = { kind: 's3', url: redactUrl(target), signed: creds !== undefined, credentialSource: cfg.credentialSource, region: cfg.region, addressing: virtual ? 'virtual' : 'path' };
-    request = (start, end, method = 'GET') => ({
-      method, url: target, start, end,
-      headers: (range) => {
-        const h: Record<string, string> = range ? { Range: range } : {};
-        return creds ? signS3Request(method, target, h, creds, cfg.region) : h;
-      },
-    });
+    spec = { url: target.href, ...(creds ? { s3: { credentials: creds, region: cfg.region } } : {}) };
   } else {
-    const target = addr.url;
-    const extra = { ...(options.headers ?? {}) };
-    name = redactUrl(target);
+    name = redactUrl(addr.url);
     info = { kind: 'http', url: name, signed: addr.presigned };
-    request = (start, end, method = 'GET') => ({ method, url: target, start, end, headers: (range) => ({ ...extra, ...(range ? { Range: range } : {}) }) });
+    spec = { url: addr.url.href, headers: { ...(options.headers ?? {}) } };
   }
+  const request = (start: number | undefined, end: number | undefined, method: 'GET' | 'HEAD' = 'GET') => buildRequest(spec, start, end, method);
   const identity: ObjectIdentity = {};
   const counts: Attempts = { requests: 0, retries: 0 };
   const retry = { retries: settings.remoteRetries, baseMs: settings.remoteRetryBaseMs, counts };
@@ -377,7 +391,8 @@ export async function openRemote(url: string, options: OpenRemoteOptions = {}): 
   } finally {
     globalRemoteStats.recordProbe(counts.requests);
   }
-  return new RemoteObject({ name, info: { ...info, sizeFrom }, size: identity.size, identity, settings, pool, request: (s, e) => request(s, e) });
+  const parse = settings.remoteWorkers > 0 ? new ParseWorkers(settings.remoteWorkers, { spec, identity, settings }, name) : undefined;
+  return new RemoteObject({ name, info: { ...info, sizeFrom, parseWorkers: settings.remoteWorkers }, size: identity.size, identity, settings, pool, request: (s, e) => request(s, e), ...(parse ? { parse } : {}) });
 }
 
 function settingsOf(o: OpenRemoteOptions): Partial<RemoteSettings> {
