@@ -82,6 +82,18 @@ describe('remote reads parsed in worker threads', () => {
     await assert.rejects(p, { name: 'AbortError' });
   });
 
+  it('signs the s3:// requests made in the workers', async () => {
+    server.put(`/bucket${path}`, data);
+    const credentials = { accessKeyId: 'AKIDWORKER', secretAccessKey: 'not-shown-anywhere' };
+    await using obj = await openRemote(`s3://bucket${path}`, { ...opts, endpoint: `http://127.0.0.1:${server.port}`, credentials });
+    const out = Buffer.alloc(data.length);
+    await obj.read(out);
+    assert.ok(out.equals(data));
+    const gets = server.requests.filter((r) => r.method === 'GET' && r.path === `/bucket${path}`);
+    assert.equal(gets.length, Math.ceil(data.length / (64 * KiB)));
+    for (const g of gets) assert.match(String(g.headers.authorization), /^AWS4-HMAC-SHA256 Credential=AKIDWORKER\/\d{8}\/us-east-1\/s3\/aws4_request, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=[0-9a-f]{64}$/);
+  });
+
   it('a lookup function cannot go to workers: a typed error', async () => {
     await assert.rejects(openRemote(server.url(path), { ...opts, lookup: () => undefined }), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT' });
   });
