@@ -62,7 +62,7 @@ function run(init: WorkerInit): void {
     const len = job.end - job.start;
     try {
       if (job.into === 'device') {
-        staging ??= new StagingSlots(s.remoteRangeSize, init.connections * 2);
+        staging ??= new StagingSlots(s.remoteRangeSize, init.connections + 2);
         const slot = await staging.take();
         try {
           const view = slot.bytes.subarray(0, len);

@@ -222,7 +222,7 @@ export class RemoteObject {
       const unused = async (): Promise<BodySink> => () => undefined;
       return this.#fetchAll(pieces, counts, signal, onProgress, unused, (p) => destination(target, targetOffset, p.at));
     }
-    this.#staging ??= new StagingSlots(this.#settings.remoteRangeSize, this.#settings.remoteConcurrency * 2);
+    this.#staging ??= new StagingSlots(this.#settings.remoteRangeSize, this.#settings.remoteConcurrency + 4);
     const staging = this.#staging;
     const copies = new Set<Promise<void>>();
     let copyError: unknown;
