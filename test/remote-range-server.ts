@@ -7,6 +7,7 @@
  */
 import crypto from 'node:crypto';
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
@@ -76,10 +77,15 @@ export class RangeServer {
   sendEtag = true;
   port = 0;
 
-  constructor() {
-    this.#server = http.createServer((req, res) => this.#handle(req, res));
+  /** Whether it speaks https (with `tls`: a key and certificate in PEM). */
+  readonly secure: boolean;
+
+  constructor(options: { tls?: { key: string; cert: string } } = {}) {
+    this.secure = options.tls !== undefined;
+    const handler = (req: http.IncomingMessage, res: http.ServerResponse) => this.#handle(req, res);
+    this.#server = options.tls ? https.createServer(options.tls, handler) : http.createServer(handler);
     this.#server.keepAliveTimeout = 10_000;
-    this.#server.on('connection', (s) => {
+    this.#server.on(this.secure ? 'secureConnection' : 'connection', (s: Socket) => {
       this.connections++;
       this.#sockets.add(s);
       this.peakConnections = Math.max(this.peakConnections, this.#sockets.size);
@@ -102,7 +108,7 @@ export class RangeServer {
 
   /** The URL of `path` (default /object). */
   url(path = '/object'): string {
-    return `http://127.0.0.1:${this.port}${path}`;
+    return `${this.secure ? 'https' : 'http'}://127.0.0.1:${this.port}${path}`;
   }
 
   /** Serves `data` at `path` with a new ETag. */

@@ -16,6 +16,7 @@ export const REMOTE_ERROR_CODES = {
   ERR_PENSTOCK_REMOTE_HTTP: 'The server answered with an HTTP status that is not retried (another 4xx)',
   ERR_PENSTOCK_REMOTE_UNAVAILABLE: 'The server kept answering 429 or 5xx until the retries ran out',
   ERR_PENSTOCK_REMOTE_TIMEOUT: 'A request made no progress for remoteTimeoutMs, each time, until the retries ran out',
+  ERR_PENSTOCK_REMOTE_TLS: 'The https:// server presented a certificate that is not trusted (the ca option adds a private CA)',
   ERR_PENSTOCK_REMOTE_CONNECTION: 'Connecting failed or the connection was reset, each time, until the retries ran out',
   ERR_PENSTOCK_REMOTE_RANGE_IGNORED: 'The server sent the whole object (200) where a range (206) was asked for',
   ERR_PENSTOCK_REMOTE_BAD_RANGE: 'The Content-Range of a response is missing, malformed or not the range asked for',

@@ -6,6 +6,7 @@
  */
 import http from 'node:http';
 import https from 'node:https';
+import tls from 'node:tls';
 import type { LookupFunction } from 'node:net';
 import { AbortError } from '../errors.js';
 import { RemoteError, type RemoteErrorCode } from './errors.js';
@@ -16,10 +17,11 @@ export class ConnectionPool {
   readonly #http: http.Agent;
   readonly #https: https.Agent;
 
-  constructor(maxSockets: number, lookup?: LookupFunction) {
+  /** `ca`: certificates to trust for https:// besides the system's (a private CA, say). */
+  constructor(maxSockets: number, lookup?: LookupFunction, ca?: string) {
     const opts = { keepAlive: true, keepAliveMsecs: 1000, maxSockets, maxFreeSockets: maxSockets, scheduling: 'lifo' as const, ...(lookup ? { lookup } : {}) };
     this.#http = new http.Agent(opts);
-    this.#https = new https.Agent(opts);
+    this.#https = new https.Agent({ ...opts, ...(ca ? { ca: [...tls.rootCertificates, ca] } : {}) });
   }
 
   agentFor(url: URL): http.Agent {
@@ -129,9 +131,12 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
     });
     const onAbort = () => fail(new AbortError(undefined, { cause: limits.signal?.reason }));
     limits.signal?.addEventListener('abort', onAbort, { once: true });
-    r.on('error', (e: NodeJS.ErrnoException) =>
-      fail(err('ERR_PENSTOCK_REMOTE_CONNECTION', `Connection failed (${e.code ?? e.message})`, true, { cause: { code: e.code } })),
-    );
+    r.on('error', (e: NodeJS.ErrnoException) => {
+      // A certificate that is not trusted stays so: not worth a retry.
+      if (/CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS_|ERR_SSL_/.test(e.code ?? ''))
+        return fail(err('ERR_PENSTOCK_REMOTE_TLS', `The server's certificate was refused (${e.code}): pass its CA as the ca option if it is a private one`, false, { cause: { code: e.code } }));
+      fail(err('ERR_PENSTOCK_REMOTE_CONNECTION', `Connection failed (${e.code ?? e.message})`, true, { cause: { code: e.code } }));
+    });
     r.on('response', (res) => {
       timer?.refresh();
       const status = res.statusCode ?? 0;

@@ -22,6 +22,8 @@ export interface WorkerInit {
   settings: RemoteSettings;
   /** Connections (and pieces in flight) of this worker. */
   connections: number;
+  /** Extra certificates to trust for https://. */
+  ca?: string;
 }
 
 /** One piece to fetch: `[start, end)` of the object, and where its bytes go. */
@@ -38,7 +40,7 @@ export type WorkerReply =
 
 function run(init: WorkerInit): void {
   const port = parentPort!;
-  const pool = new ConnectionPool(init.connections);
+  const pool = new ConnectionPool(init.connections, undefined, init.ca);
   const s = init.settings;
   const jobs = new Map<number, AbortController>();
   let staging: StagingSlots | undefined;

@@ -28,6 +28,8 @@ export interface OpenRemoteOptions extends S3Options, Partial<RemoteSettings> {
   headers?: Record<string, string>;
   /** Host name resolution for the connections (as `net.connect`'s `lookup`). */
   lookup?: LookupFunction;
+  /** PEM certificates to trust for https:// besides the system's (a private CA). */
+  ca?: string;
 }
 
 /** How a remote object is reached (nothing secret). */
@@ -351,7 +353,7 @@ export async function openRemote(url: string, options: OpenRemoteOptions = {}): 
   const settings = remoteSettings(settingsOf(options));
   if (options.lookup && settings.remoteWorkers > 0)
     throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'lookup (a function) cannot reach worker threads: use it with remoteWorkers 0');
-  const pool = new ConnectionPool(settings.remoteConcurrency, options.lookup);
+  const pool = new ConnectionPool(settings.remoteConcurrency, options.lookup, options.ca);
   let spec: RequestSpec;
   let info: Omit<RemoteInfo, 'sizeFrom' | 'parseWorkers'>;
   let name: string;
@@ -391,7 +393,7 @@ export async function openRemote(url: string, options: OpenRemoteOptions = {}): 
   } finally {
     globalRemoteStats.recordProbe(counts.requests);
   }
-  const parse = settings.remoteWorkers > 0 ? new ParseWorkers(settings.remoteWorkers, { spec, identity, settings }, name) : undefined;
+  const parse = settings.remoteWorkers > 0 ? new ParseWorkers(settings.remoteWorkers, { spec, identity, settings, ...(options.ca ? { ca: options.ca } : {}) }, name) : undefined;
   return new RemoteObject({ name, info: { ...info, sizeFrom, parseWorkers: settings.remoteWorkers }, size: identity.size, identity, settings, pool, request: (s, e) => request(s, e), ...(parse ? { parse } : {}) });
 }
 
