@@ -69,6 +69,11 @@ describe('transient faults are retried', () => {
     assert.equal(r.retries, 1);
   });
 
+  it('passes a Retry-After on with the error', async () => {
+    inject({ kind: 'status', status: 429, headers: { 'retry-after': '0' } }, { method: 'GET', after: 1, times: Infinity });
+    await assert.rejects(readAll({ remoteRetries: 1 }), { code: 'ERR_PENSTOCK_REMOTE_UNAVAILABLE', status: 429, retryAfterMs: 0, attempts: 2 });
+  });
+
   it('gives up after remoteRetries with a typed error that counts the attempts', async () => {
     inject({ kind: 'status', status: 503, body: '<Error><Code>SlowDown</Code></Error>' }, { method: 'GET', after: 1, times: Infinity });
     await assert.rejects(readAll(), (e: RemoteError) => {

@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { configureRemote, parseIni, parseRemoteUrl, redactUrl, remoteSettings, resolveS3Config, s3ObjectUrl, REMOTE_ERROR_CODES } from '../src/index.js';
-import { parseContentRange } from '../src/remote/http.js';
-import { backoffMs } from '../src/remote/retry.js';
+import { configureRemote, resolveBeside, parseIni, parseRemoteUrl, redactUrl, remoteSettings, resolveS3Config, s3ObjectUrl, REMOTE_ERROR_CODES } from '../src/index.js';
+import { parseContentRange, parseRetryAfter } from '../src/remote/http.js';
+import { backoffMs, retryDelayMs } from '../src/remote/retry.js';
 import { resetRemoteSettings } from '../src/remote/settings.js';
 import { tmpDir } from './helpers.js';
 
@@ -29,6 +29,16 @@ describe('addresses', () => {
     assert.throws(() => s3ObjectUrl('b', 'k', { region: 'x', endpoint: 'ftp://h', addressing: 'auto' }), { code: 'ERR_PENSTOCK_REMOTE_INVALID_URL' });
   });
 
+  it('resolves shards beside an index, in a bucket, at a URL or on disk', () => {
+    assert.equal(resolveBeside('s3://bkt/m/model.safetensors.index.json', 'model-00001 of 2.safetensors'), 's3://bkt/m/model-00001 of 2.safetensors');
+    assert.equal(resolveBeside('s3://bkt/index.json', 'sub/x.bin'), 's3://bkt/sub/x.bin');
+    assert.equal(resolveBeside('s3://bkt/a/c/index.json', '../x.bin'), 's3://bkt/a/x.bin');
+    assert.throws(() => resolveBeside('s3://bkt/index.json', '../x.bin'), { code: 'ERR_PENSTOCK_REMOTE_INVALID_URL' });
+    assert.equal(resolveBeside('https://h/p/index.json?X-Amz-Signature=s', 'x.bin'), 'https://h/p/x.bin');
+    assert.equal(resolveBeside('/data/m/index.json', 'x.bin'), '/data/m/x.bin');
+    assert.equal(resolveBeside('/data/m/index.json', 's3://o/k'), 's3://o/k');
+  });
+
   it('redacts user info and query strings', () => {
     assert.equal(redactUrl(new URL('https://user:pass@h.example/k?X-Amz-Signature=s')), 'https://h.example/k?…');
     assert.equal(redactUrl(new URL('http://h:81/k')), 'http://h:81/k');
@@ -48,6 +58,16 @@ describe('Content-Range and backoff', () => {
     assert.equal(backoffMs(4, 100, () => 0.5), 400);
     assert.equal(backoffMs(40, 100, () => 0.999999), 19999);
     assert.equal(backoffMs(3, 100, () => 0), 0);
+  });
+
+  it('waits out a Retry-After, up to the cap', () => {
+    assert.equal(parseRetryAfter('3'), 3000);
+    assert.equal(parseRetryAfter('Wed, 21 Oct 2015 07:28:05 GMT', Date.parse('Wed, 21 Oct 2015 07:28:00 GMT')), 5000);
+    assert.equal(parseRetryAfter('soon'), undefined);
+    assert.equal(parseRetryAfter(undefined), undefined);
+    assert.equal(retryDelayMs(1, 100, 3000, () => 0.5), 3000);
+    assert.equal(retryDelayMs(1, 100, undefined, () => 0.5), 50);
+    assert.equal(retryDelayMs(1, 100, 3_600_000, () => 0.5), 20_000);
   });
 });
 

@@ -42,6 +42,8 @@ export interface RemoteErrorDetails {
   attempts?: number;
   /** The region the server says the bucket is in (redirects and region errors). */
   region?: string;
+  /** How long the server asked to wait before trying again (its Retry-After), in milliseconds. */
+  retryAfterMs?: number;
   cause?: unknown;
 }
 
@@ -53,6 +55,7 @@ export class RemoteError extends PenstockError {
   readonly serverCode?: string;
   readonly attempts?: number;
   readonly region?: string;
+  readonly retryAfterMs?: number;
   /** Whether another attempt may succeed (429, 5xx, timeouts, resets, short bodies). */
   readonly transient: boolean;
 
@@ -71,6 +74,7 @@ export class RemoteError extends PenstockError {
     if (details.serverCode !== undefined) this.serverCode = details.serverCode;
     if (details.attempts !== undefined) this.attempts = details.attempts;
     if (details.region !== undefined) this.region = details.region;
+    if (details.retryAfterMs !== undefined) this.retryAfterMs = details.retryAfterMs;
   }
 
   /** The message without the attempts and the address (to carry the error across threads). */

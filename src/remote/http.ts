@@ -124,7 +124,7 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
       limits.signal?.removeEventListener('abort', onAbort);
       resolve(a);
     };
-    const err = (code: RemoteErrorCode, msg: string, transient: boolean, extra: { status?: number; serverCode?: string; region?: string; cause?: unknown } = {}) =>
+    const err = (code: RemoteErrorCode, msg: string, transient: boolean, extra: { status?: number; serverCode?: string; region?: string; retryAfterMs?: number; cause?: unknown } = {}) =>
       new RemoteError(code, msg, { url: where, ...extra }, transient);
     r.once('socket', () => {
       if (!settled) timer = setTimeout(() => fail(err('ERR_PENSTOCK_REMOTE_TIMEOUT', 'No progress from the server within the timeout (remoteTimeoutMs)', true)), limits.timeoutMs);
@@ -267,7 +267,15 @@ function xmlField(body: string, tag: string): string | undefined {
   return m?.[1];
 }
 
-type MakeError = (code: RemoteErrorCode, msg: string, transient: boolean, extra?: { status?: number; serverCode?: string; region?: string }) => RemoteError;
+type MakeError = (code: RemoteErrorCode, msg: string, transient: boolean, extra?: { status?: number; serverCode?: string; region?: string; retryAfterMs?: number }) => RemoteError;
+
+/** Retry-After as milliseconds: delay-seconds or an HTTP date; undefined when absent or malformed. */
+export function parseRetryAfter(v: string | undefined, now = Date.now()): number | undefined {
+  if (v === undefined) return undefined;
+  if (/^\s*\d+\s*$/.test(v)) return Number(v) * 1000;
+  const t = Date.parse(v);
+  return Number.isNaN(t) ? undefined : Math.max(0, t - now);
+}
 
 /**
  * The error for a non-2xx answer. Only S3's `<Code>` and `<Region>` are taken from the body:
@@ -278,7 +286,10 @@ function statusError(status: number, res: http.IncomingMessage, body: string, he
   const region = header(res, 'x-amz-bucket-region') ?? xmlField(body, 'Region');
   const extra = { status, ...(serverCode ? { serverCode } : {}), ...(region ? { region } : {}) };
   const named = serverCode ? ` ${serverCode}` : '';
-  if (RETRYABLE_STATUS.has(status)) return err('ERR_PENSTOCK_REMOTE_UNAVAILABLE', `The server answered ${status}${named}`, true, extra);
+  if (RETRYABLE_STATUS.has(status)) {
+    const wait = parseRetryAfter(header(res, 'retry-after'));
+    return err('ERR_PENSTOCK_REMOTE_UNAVAILABLE', `The server answered ${status}${named}`, true, { ...extra, ...(wait !== undefined ? { retryAfterMs: wait } : {}) });
+  }
   if (status === 412) return err('ERR_PENSTOCK_REMOTE_CHANGED', 'The object changed during the read (If-Match failed: its ETag is no longer the one read first)', false, extra);
   if (status >= 300 && status < 400) {
     const loc = header(res, 'location');

@@ -8,4 +8,4 @@ export { isRemoteUrl, parseRemoteUrl, redactUrl, s3ObjectUrl, type RemoteAddress
 export { RemoteError, REMOTE_ERROR_CODES, type RemoteErrorCode } from './errors.js';
 export { configureRemote, remoteSettings, REMOTE_SETTINGS, type RemoteSettings } from './settings.js';
 export { remoteStats, resetRemoteStats, REMOTE_ROUTES, type RemoteRoute, type RemoteRouteCounters, type RemoteStatsSnapshot } from './stats.js';
-export { openSource, type ReadSource } from './open-source.js';
+export { openSource, resolveBeside, type ReadSource } from './open-source.js';

@@ -1,6 +1,7 @@
 /**
  * Retries of transient failures: exponential backoff with full jitter (a random delay up to
- * base × 2^attempt, capped), so many connections that failed together do not return together.
+ * base × 2^attempt, capped), so many connections that failed together do not return together;
+ * a server's Retry-After is waited out (up to the same cap).
  */
 import { AbortError } from '../errors.js';
 import { RemoteError } from './errors.js';
@@ -12,6 +13,14 @@ const MAX_DELAY_MS = 20_000;
 export function backoffMs(attempt: number, baseMs: number, random: () => number = Math.random): number {
   const ceiling = Math.min(MAX_DELAY_MS, baseMs * 2 ** Math.min(30, attempt - 1));
   return Math.floor(random() * ceiling);
+}
+
+/**
+ * The delay before retry number `attempt`: the jittered backoff, or longer when the server asked
+ * for it (Retry-After), never more than the cap.
+ */
+export function retryDelayMs(attempt: number, baseMs: number, retryAfterMs: number | undefined, random: () => number = Math.random): number {
+  return Math.min(MAX_DELAY_MS, Math.max(backoffMs(attempt, baseMs, random), retryAfterMs ?? 0));
 }
 
 /** Waits `ms`, or rejects with an AbortError when `signal` fires first. */
@@ -53,7 +62,7 @@ export async function withRetries<T>(
       if (!e.transient || n > opts.retries) throw n > 1 ? e.withAttempts(n) : e;
       opts.counts.retries++;
       opts.onRetry?.();
-      await sleep(backoffMs(n, opts.baseMs), opts.signal);
+      await sleep(retryDelayMs(n, opts.baseMs, e.retryAfterMs), opts.signal);
     }
   }
 }
