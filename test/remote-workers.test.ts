@@ -3,7 +3,7 @@
  * and the fake driver: the same bytes, checks, retries, stats and cancellation as on the main
  * thread, into host memory, a SharedArrayBuffer and GPU memory.
  */
-import { useFakeDriver, pattern } from './helpers.js';
+import { useFakeDriver, pattern, withEnv } from './helpers.js';
 useFakeDriver();
 
 import assert from 'node:assert/strict';
@@ -92,6 +92,16 @@ describe('remote reads parsed in worker threads', () => {
     const gets = server.requests.filter((r) => r.method === 'GET' && r.path === `/bucket${path}`);
     assert.equal(gets.length, Math.ceil(data.length / (64 * KiB)));
     for (const g of gets) assert.match(String(g.headers.authorization), /^AWS4-HMAC-SHA256 Credential=AKIDWORKER\/\d{8}\/us-east-1\/s3\/aws4_request, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=[0-9a-f]{64}$/);
+  });
+
+  it('a failed copy to the GPU in a worker rejects the read with the CUDA error', async () => {
+    await using obj = await openRemote(server.url(path), opts);
+    using dev = DeviceBuffer.alloc(data.length);
+    await withEnv({ FAKE_CUDA_FAIL_COPY_AFTER: '2:workers' }, async () => {
+      await assert.rejects(obj.read(dev), { code: 'CUDA_ERROR_ILLEGAL_ADDRESS' });
+    });
+    assert.equal(await obj.read(dev), data.length);
+    assert.ok((await dev.toBuffer()).equals(data));
   });
 
   it('a lookup function cannot go to workers: a typed error', async () => {

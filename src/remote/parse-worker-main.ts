@@ -2,11 +2,12 @@
  * The program of a remote-read worker thread (`remoteWorkers` > 0): it makes the ranged requests
  * of the pieces it is sent on its own kept-alive connections, checks and parses the answers on its
  * own event loop, and puts the bytes where they go: into the GPU (through its own pinned slots and
- * `DeviceBuffer.copyFrom` to the target's address), into a SharedArrayBuffer target, or into a
+ * the addon's host-to-device copy to the target's address), into a SharedArrayBuffer target, or into a
  * fresh ArrayBuffer handed back to the main thread. Only plain data crosses threads.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { DeviceBuffer } from '../device-buffer.js';
+import { native } from '../binding.js';
+import { fromNative } from '../errors.js';
 import { PinnedBuffer } from '../pinned-buffer.js';
 import { RemoteError } from './errors.js';
 import { ConnectionPool, requestRange, type ObjectIdentity } from './http.js';
@@ -28,7 +29,7 @@ export interface WorkerInit {
 
 /** One piece to fetch: `[start, end)` of the object, and where its bytes go. */
 export type WorkerJob = { type: 'fetch'; id: number; start: number; end: number } & (
-  | { into: 'device'; ptr: bigint }
+  | { into: 'device'; device: number; ptr: bigint }
   | { into: 'shared'; buffer: SharedArrayBuffer; offset: number }
   | { into: 'return' }
 );
@@ -69,7 +70,13 @@ function run(init: WorkerInit): void {
         try {
           const view = slot.bytes.subarray(0, len);
           await fetchInto(job, view, counts, ac.signal);
-          await DeviceBuffer.wrap(job.ptr, len).copyFrom(view);
+          // The native copy itself, not DeviceBuffer.wrap: wrapping would prepare the GPU from
+          // this thread's settings, and the process-wide pool and staging are the main thread's.
+          try {
+            await native().copyHostToDevice(job.device, job.ptr, slot.buffer, 0, len).promise;
+          } catch (e) {
+            throw fromNative(e);
+          }
         } finally {
           staging.give(slot);
         }

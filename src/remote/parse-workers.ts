@@ -12,7 +12,7 @@ import type { WorkerInit, WorkerJob, WorkerReply } from './parse-worker-main.js'
 import type { Attempts } from './retry.js';
 
 /** Where a piece's bytes go. */
-export type Destination = { into: 'device'; ptr: bigint } | { into: 'shared'; buffer: SharedArrayBuffer; offset: number } | { into: 'return' };
+export type Destination = { into: 'device'; device: number; ptr: bigint } | { into: 'shared'; buffer: SharedArrayBuffer; offset: number } | { into: 'return' };
 type JobBody = { start: number; end: number } & Destination;
 
 interface Pending {
@@ -94,7 +94,7 @@ export class ParseWorkers {
 
 /** Where a read's pieces go, for the workers. */
 export function destination(target: DeviceBuffer | HostRegion, targetOffset: number, at: number): Destination {
-  if (target instanceof DeviceBuffer) return { into: 'device', ptr: target.ptr + BigInt(targetOffset + at) };
+  if (target instanceof DeviceBuffer) return { into: 'device', device: target.device, ptr: target.ptr + BigInt(targetOffset + at) };
   if (typeof SharedArrayBuffer !== 'undefined' && target.buffer instanceof SharedArrayBuffer)
     return { into: 'shared', buffer: target.buffer, offset: target.offset + targetOffset + at };
   return { into: 'return' };
