@@ -53,8 +53,10 @@ function getter<T>(proto: object, name: string): (self: unknown) => T {
 const TypedArrayProto = Object.getPrototypeOf(Uint8Array.prototype) as object;
 const typedByteLength = getter<number>(TypedArrayProto, 'byteLength');
 const typedBuffer = getter<ArrayBufferLike>(TypedArrayProto, 'buffer');
+const typedByteOffset = getter<number>(TypedArrayProto, 'byteOffset');
 const viewByteLength = getter<number>(DataView.prototype, 'byteLength');
 const viewBuffer = getter<ArrayBufferLike>(DataView.prototype, 'buffer');
+const viewByteOffset = getter<number>(DataView.prototype, 'byteOffset');
 const abByteLength = getter<number>(ArrayBuffer.prototype, 'byteLength');
 const abResizable = getter<boolean | undefined>(ArrayBuffer.prototype, 'resizable');
 const sabByteLength = typeof SharedArrayBuffer !== 'undefined' ? getter<number>(SharedArrayBuffer.prototype, 'byteLength') : undefined;
@@ -134,4 +136,23 @@ export function hostRegion(x: HostMemory, what = 'buffer'): HostRegion {
   }
   settle(buffer, what);
   return r;
+}
+
+/**
+ * A plain Uint8Array over `[offset, offset + length)` of a region, built from the engine's own
+ * record of the view, for code that fills host memory from JS (remote bodies).
+ */
+export function regionBytes(r: HostRegion, offset = 0, length = r.length - offset): Uint8Array {
+  const v = r.view;
+  let buffer: ArrayBufferLike;
+  let base: number;
+  if (isView(v)) {
+    const typed = isTypedArray(v);
+    buffer = typed ? typedBuffer(v) : viewBuffer(v);
+    base = typed ? typedByteOffset(v) : viewByteOffset(v);
+  } else {
+    buffer = v;
+    base = 0;
+  }
+  return new U8(buffer, base + r.offset + offset, length);
 }

@@ -122,3 +122,4 @@ export function inflight(): number {
 export const gpuAvailable = hasGpu;
 export { exportDeviceBuffer, importDeviceBuffer, liveIpcExports, IpcExport, IPC_ERROR_CODES, parseIpcHandle, encodeIpcHandle, type IpcHandle, type IpcImportOptions } from './ipc.js';
 export { buildTensorManifest, openTensorManifest, parseTensorManifest, TensorSetExport, TensorSet, type TensorRecord, type TensorManifest, type ManifestTensor, type OpenedTensor } from './ipc-manifest.js';
+export * from './remote/index.js';

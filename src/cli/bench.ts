@@ -16,6 +16,7 @@ import { fileSystemType, freeBytes, machineInfo } from '../bench/system.js';
 import { createTestFile, fillDevice, fillRandom } from '../bench/testfile.js';
 import { configure, DeviceBuffer, deviceInfo, getConfig, hasGpu, open, type FileRoute, type PenstockFile } from '../index.js';
 import { cudaUnavailableReason } from '../runtime.js';
+import { isRemoteUrl } from '../remote/url.js';
 
 export const BENCH_USAGE = `Usage: penstock bench [FILE] [options]
 
@@ -125,6 +126,8 @@ const DEFAULT_SIZE = 1024 ** 3;
 
 /** Runs `penstock bench`; resolves to the exit status. */
 export async function runBenchCli(argv: string[]): Promise<number> {
+  // s3:// and http(s):// objects have their own benchmark.
+  if (argv.some(isRemoteUrl)) return (await import('../remote/bench-cli.js')).runRemoteBenchCli(argv);
   let args: BenchArgs;
   try {
     args = parseBenchArgs(argv);

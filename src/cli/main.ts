@@ -13,6 +13,8 @@ Usage:
   penstock bench [FILE] [--size 1GiB] [--target device|host] [--op read|write] [--threads 1,4,16]
                  [--task-size 4MiB] [--cold] [--repeat 5] [--json OUT]
                                                          measure throughput, with the route of every number
+  penstock bench s3://BUCKET/KEY|http(s)://URL [--target device|host] [--concurrency 1,16] [--range-size 8MiB]
+                                                         measure remote reads (parallel ranged GETs)
   penstock info [--json]                                 CUDA driver, cuFile and settings as found
 `;
 
