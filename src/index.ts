@@ -101,3 +101,4 @@ export function inflight(): number {
 
 /** Whether a GPU is usable (alias kept short for scripts). */
 export const gpuAvailable = hasGpu;
+export * from './tensors/index.js';
