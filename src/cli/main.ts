@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `penstock` command: `demo`, `doctor`, `bench`, `info`.
+ * The `penstock` command: `demo`, `doctor`, `bench`, `info`, `inspect`, `load`.
  */
 import { runDemo } from './demo.js';
 
@@ -14,6 +14,9 @@ Usage:
                  [--task-size 4MiB] [--cold] [--repeat 5] [--json OUT]
                                                          measure throughput, with the route of every number
   penstock info [--json]                                 CUDA driver, cuFile and settings as found
+  penstock inspect PATH... [--json]                      list a checkpoint's tensors (safetensors, index.json, .npy)
+  penstock load PATH... [--device N | --host [--pinned]] [--prefix P] [--names A,B] [--rows K/N] [--verify] [--json]
+                                                         load a checkpoint into GPU (or host) memory, show routes and speed
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -32,6 +35,14 @@ async function main(argv: string[]): Promise<number> {
     case 'info': {
       const { runInfo } = await import('./info.js');
       return runInfo(rest);
+    }
+    case 'inspect': {
+      const { runInspectCli } = await import('./inspect.js');
+      return runInspectCli(rest);
+    }
+    case 'load': {
+      const { runLoadCli } = await import('./load.js');
+      return runLoadCli(rest);
     }
     case undefined:
     case '-h':
