@@ -20,10 +20,14 @@ export class StrictJsonError extends Error {
   }
 }
 
-/** A JSON value as read here: numbers keep their source text, so integers can be checked exactly. */
-export type JsonValue = null | boolean | string | JsonNumber | JsonValue[] | { [key: string]: JsonValue };
+/**
+ * A JSON value as read here. Non-negative integers that are exactly representable come back as
+ * plain numbers; every other number as a {@link JsonNumber} with its source text, so that
+ * `2.0`, `-1` or `18446744073709551615` can never pass for an index.
+ */
+export type JsonValue = null | boolean | string | number | JsonNumber | JsonValue[] | { [key: string]: JsonValue };
 
-/** A number with its source text (`value` may have lost precision; `text` has not). */
+/** A number that is not an exact non-negative integer, with its source text. */
 export interface JsonNumber {
   readonly kind: 'number';
   readonly value: number;
@@ -51,9 +55,18 @@ export function parseStrictJson(text: string, maxDepth = 64): JsonValue {
       else break;
     }
   };
+  const plainRun = /[^"\\\x00-\x1f]*/y;
+  const numberRe = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
   const str = (): string => {
-    // Caller saw the opening quote.
+    // Caller saw the opening quote. Fast path: a run without escapes up to the closing quote.
     i++;
+    plainRun.lastIndex = i;
+    plainRun.exec(text);
+    if (text.charCodeAt(plainRun.lastIndex) === 0x22) {
+      const s = text.slice(i, plainRun.lastIndex);
+      i = plainRun.lastIndex + 1;
+      return s;
+    }
     let out = '';
     let start = i;
     for (;;) {
@@ -95,11 +108,16 @@ export function parseStrictJson(text: string, maxDepth = 64): JsonValue {
       i++;
     }
   };
-  const num = (): JsonNumber => {
-    const m = /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/.exec(text.slice(i, i + 400));
+  const num = (): number | JsonNumber => {
+    numberRe.lastIndex = i;
+    const m = numberRe.exec(text);
     if (!m || m[0].length === 0) fail('Unexpected character');
     const t = m![0];
     i += t.length;
+    if (t.charCodeAt(0) !== 0x2d && !/[.eE]/.test(t)) {
+      const exact = Number(t);
+      if (Number.isSafeInteger(exact)) return exact;
+    }
     const v = Object.create(numberProto) as { kind: 'number'; value: number; text: string };
     v.kind = 'number';
     v.value = Number(t);
@@ -114,7 +132,6 @@ export function parseStrictJson(text: string, maxDepth = 64): JsonValue {
       if (depth >= maxDepth) throw new StrictJsonError('depth', `JSON nested deeper than ${maxDepth} levels`);
       i++;
       const obj = Object.create(null) as { [key: string]: JsonValue };
-      const seen = new Set<string>();
       ws();
       if (text[i] === '}') {
         i++;
@@ -124,8 +141,8 @@ export function parseStrictJson(text: string, maxDepth = 64): JsonValue {
         ws();
         if (text[i] !== '"') fail('Expected a string key');
         const key = str();
-        if (seen.has(key)) throw new StrictJsonError('duplicate', `Duplicate key ${JSON.stringify(key)}`, key, depth + 1);
-        seen.add(key);
+        // A null-prototype object: `in` sees only keys already read.
+        if (key in obj) throw new StrictJsonError('duplicate', `Duplicate key ${JSON.stringify(key)}`, key, depth + 1);
         ws();
         if (text[i] !== ':') fail("Expected ':'");
         i++;
@@ -193,7 +210,5 @@ export function isJsonObject(v: JsonValue | undefined): v is { [key: string]: Js
 
 /** The value of a JSON number when it is a non-negative integer that is exactly representable. */
 export function exactIndex(v: JsonValue | undefined): number | undefined {
-  if (!isJsonNumber(v)) return undefined;
-  if (!/^(0|[1-9][0-9]*)$/.test(v.text)) return undefined;
-  return Number.isSafeInteger(v.value) ? v.value : undefined;
+  return typeof v === 'number' ? v : undefined;
 }
