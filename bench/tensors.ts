@@ -7,7 +7,8 @@
  * beside a `dd` O_DIRECT read of the same file just before it. Prints a table, writes JSON.
  *
  *   npm run bench:tensors -- [--dir DIR] [--out FILE] [--layers 42] [--moe-layers 40]
- *                            [--moe-experts 128] [--repeat 3] [--quick] [--keep]
+ *                            [--moe-experts 128] [--repeat 3] [--cold-repeat 2] [--quick] [--keep]
+ *                            [--only 7B-shaped|MoE-shaped] [--methods penstock,load_file,safe_open]
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -30,6 +31,9 @@ const { values: o } = parseArgs({
     'moe-layers': { type: 'string', default: '40' },
     'moe-experts': { type: 'string', default: '128' },
     repeat: { type: 'string', default: '3' },
+    'cold-repeat': { type: 'string', default: '2' },
+    only: { type: 'string' },
+    methods: { type: 'string', default: 'penstock,load_file,safe_open' },
     python: { type: 'string', default: process.env.PENSTOCK_PYTHON ?? 'python3' },
     quick: { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
@@ -62,14 +66,15 @@ const save = () => {
 };
 
 fs.mkdirSync(o.dir, { recursive: true });
-for (const cp of checkpoints) {
+const selected = checkpoints.filter((c) => !o.only || o.only.split(',').includes(c.id));
+for (const cp of selected) {
   const file = path.join(o.dir, `${cp.id}.safetensors`);
   const bytes = totalBytes(cp.shapes);
   if (!fs.existsSync(file) || fs.statSync(file).size < bytes) {
     process.stderr.write(`writing ${file} (${cp.shapes.length} tensors, ${(bytes / 2 ** 30).toFixed(2)} GiB)…\n`);
     writeCheckpointFile(file, cp.shapes);
   }
-  for (const method of ['penstock', 'load_file', 'safe_open']) {
+  for (const method of o.methods.split(',')) {
     process.stderr.write(`${cp.id}: ${method} warm…\n`);
     spawnSync('cat', [file], { stdio: ['ignore', 'ignore', 'inherit'] }); // into the page cache
     const w = child(method, file, repeat + 1);
@@ -83,7 +88,7 @@ for (const cp of checkpoints) {
     rows.push({ ...base, state: 'warm', gbps: w.runs.slice(1).map(gb), ...pen(w.runs.slice(1)) });
     process.stderr.write(`${cp.id}: ${method} cold…\n`);
     const cold: Row = { ...base, state: 'cold', gbps: [], ddGBps: [], drop: [] };
-    for (let i = 0; i < repeat; i++) {
+    for (let i = 0; i < Number(o['cold-repeat']); i++) {
       dropFilePages(file);
       cold.ddGBps!.push(ddDirectRead(file).gbps);
       const d = dropFilePages(file);
@@ -123,4 +128,4 @@ process.stdout.write(textTable(['checkpoint', 'tensors', 'size', 'method', 'stat
 const fb = rows.find((r) => r.method === 'penstock' && r.fallback)?.fallback as { code: string; message: string } | undefined;
 if (fb) process.stdout.write(`penstock's route: ${JSON.stringify(rows.find((r) => r.method === 'penstock')?.routes)}; why not GPUDirect Storage: [${fb.code}] ${fb.message}\n`);
 process.stdout.write(`JSON: ${o.out}\n`);
-if (!o.keep) for (const cp of checkpoints) fs.rmSync(path.join(o.dir, `${cp.id}.safetensors`), { force: true });
+if (!o.keep) for (const cp of selected) fs.rmSync(path.join(o.dir, `${cp.id}.safetensors`), { force: true });

@@ -213,3 +213,43 @@ describe('progress and cancellation', () => {
   });
 });
 
+
+describe('sources other than local files', () => {
+  /** An in-memory object store with the loader's read surface, named by URL. */
+  function memoryStore(objects: Map<string, Buffer>) {
+    const opened: string[] = [];
+    const closed: string[] = [];
+    const openSource = async (url: string) => {
+      const body = objects.get(url);
+      if (!body) throw Object.assign(new Error(`no object ${url}`), { code: 'ENOENT' });
+      opened.push(url);
+      return {
+        path: url,
+        size: async () => body.length,
+        close: async () => void closed.push(url),
+        read: async (target: unknown, o: { fileOffset?: number; size?: number; targetOffset?: number }) => {
+          const from = o.fileOffset ?? 0;
+          const n = Math.max(0, Math.min(o.size ?? 0, body.length - from));
+          new Uint8Array((target as Uint8Array).buffer, (target as Uint8Array).byteOffset + (o.targetOffset ?? 0), n).set(body.subarray(from, from + n));
+          return n;
+        },
+      };
+    };
+    return { openSource, opened, closed };
+  }
+
+  test('an index and its shards behind URLs, through openSource; every source closed', async () => {
+    const d = dir('remote');
+    const specs: TensorSpec[] = Array.from({ length: 6 }, (_, i) => ({ name: `w${i}`, dtype: 'F16', shape: [8, 4 + i] }));
+    const { index, files, tensors } = writeSharded(d, specs, 2);
+    const objects = new Map<string, Buffer>();
+    objects.set('s3://bucket/ckpt/model.safetensors.index.json', fs.readFileSync(index));
+    for (const f of files) objects.set(`s3://bucket/ckpt/${path.basename(f)}`, fs.readFileSync(f));
+    const store = memoryStore(objects);
+    using set = await loadTensors('s3://bucket/ckpt/model.safetensors.index.json', { host: true, openSource: store.openSource });
+    for (const t of tensors) assert.ok(bytesOf(set, t.name).equals(t.data), t.name);
+    assert.deepEqual(set.files.map((f) => f.path), files.map((f) => `s3://bucket/ckpt/${path.basename(f)}`));
+    assert.deepEqual(Object.keys(set.files[0]!.routes), ['posix-host']);
+    assert.deepEqual([...store.closed].sort(), [...store.opened].sort());
+  });
+});
