@@ -4,7 +4,7 @@
  * GPU memory used beyond the slab). Run by bench/tensors.ts, in a fresh process per cold load.
  */
 import { parseArgs } from 'node:util';
-import { hasGpu, loadTensors, memoryInfo, runtimeInfo } from '../src/index.js';
+import { DeviceBuffer, hasGpu, loadTensors, memoryInfo, runtimeInfo } from '../src/index.js';
 import { procStatus, resetPeakRss } from '../src/bench/memory.js';
 
 const { values, positionals } = parseArgs({ allowPositionals: true, options: { repeat: { type: 'string', default: '1' }, host: { type: 'boolean', default: false } } });
@@ -14,6 +14,10 @@ if (!values.host && !hasGpu()) {
   process.exit(0);
 }
 const input = positionals.length === 1 ? positionals[0]! : positionals;
+const rawBaseline = procStatus().vmRss ?? 0;
+// The baseline is the process with penstock ready on the GPU (context, pinned staging buffers),
+// as Python's is with torch's CUDA context: what a load adds is measured above it.
+if (!values.host) DeviceBuffer.alloc(1, { device: 0 }).free();
 const baseline = procStatus().vmRss ?? 0;
 const runs = [];
 for (let i = 0; i < repeat; i++) {
@@ -36,4 +40,4 @@ for (let i = 0; i < repeat; i++) {
   });
   set.free();
 }
-process.stdout.write(JSON.stringify({ baselineRss: baseline, runs }) + '\n');
+process.stdout.write(JSON.stringify({ baselineRss: baseline, baselineRssBeforeGpu: rawBaseline, runs }) + '\n');
