@@ -218,7 +218,7 @@ export interface OpenedTensor extends ManifestTensor {
 }
 
 /** A tensor set opened from another process's manifest. `close()` unmaps the slab. */
-export class TensorSet {
+export class ImportedTensorSet {
   /** The whole slab, imported. */
   readonly slab: DeviceBuffer;
   readonly tensors: ReadonlyMap<string, OpenedTensor>;
@@ -247,11 +247,11 @@ export class TensorSet {
 }
 
 /** Opens a manifest from another process: one mapping of the slab, one view per tensor. */
-export function openTensorManifest(input: TensorManifest | string, options: IpcImportOptions = {}): TensorSet {
+export function openTensorManifest(input: TensorManifest | string, options: IpcImportOptions = {}): ImportedTensorSet {
   const manifest = parseTensorManifest(input);
   const slab = importDeviceBuffer(manifest.slab, options);
   const tensors = new Map<string, OpenedTensor>();
   for (const t of manifest.tensors)
     tensors.set(t.name, { ...t, buffer: slab.subarray(t.byteOffset, t.byteOffset + t.byteLength) });
-  return new TensorSet(slab, tensors, manifest.metadata ?? {});
+  return new ImportedTensorSet(slab, tensors, manifest.metadata ?? {});
 }

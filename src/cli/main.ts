@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `penstock` command: `demo`, `doctor`, `bench`, `info`.
+ * The `penstock` command: `demo`, `doctor`, `bench`, `info`, `inspect`, `load`.
  */
 import { runDemo } from './demo.js';
 
@@ -16,6 +16,9 @@ Usage:
   penstock bench s3://BUCKET/KEY|http(s)://URL [--target device|host] [--concurrency 1,16] [--range-size 8MiB]
                                                          measure remote reads (parallel ranged GETs)
   penstock info [--json]                                 CUDA driver, cuFile and settings as found
+  penstock inspect PATH... [--json]                      list a checkpoint's tensors (safetensors, index.json, .npy)
+  penstock load PATH... [--device N | --host [--pinned]] [--prefix P] [--names A,B] [--rows K/N] [--verify] [--json]
+                                                         load a checkpoint into GPU (or host) memory, show routes and speed
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -34,6 +37,14 @@ async function main(argv: string[]): Promise<number> {
     case 'info': {
       const { runInfo } = await import('./info.js');
       return runInfo(rest);
+    }
+    case 'inspect': {
+      const { runInspectCli } = await import('./inspect.js');
+      return runInspectCli(rest);
+    }
+    case 'load': {
+      const { runLoadCli } = await import('./load.js');
+      return runLoadCli(rest);
     }
     case undefined:
     case '-h':

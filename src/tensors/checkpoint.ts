@@ -1,0 +1,157 @@
+/**
+ * A checkpoint described before any data moves: the files (one safetensors file, the shards of
+ * an index, a list of files, .npy files), each file's header parsed and checked, and every
+ * tensor's absolute place in its file.
+ */
+import { contiguousStrides, type Dtype } from './dtypes.js';
+import { formatError } from './errors.js';
+import { NPY_MAGIC, NPY_PREFIX_BYTES, npyHeaderLength, parseNpyHeader } from './npy.js';
+import { headerLengthOf, parseSafetensorsHeader } from './safetensors.js';
+import { parseShardedIndex, type ShardedIndex } from './sharded-index.js';
+import { openFileSource, readBytes, type SourceOpener, type TensorSource } from './source.js';
+
+/** A tensor in its file. */
+export interface FileTensor {
+  name: string;
+  dtype: Dtype;
+  shape: number[];
+  /** Element strides as stored (C order, or Fortran order for such .npy files). */
+  strides: number[];
+  /** Absolute byte offset of the tensor in its file. */
+  fileOffset: number;
+  byteLength: number;
+  /** Index of its file in {@link Checkpoint.files}. */
+  file: number;
+}
+
+/** One file of a checkpoint. */
+export interface CheckpointFile {
+  path: string;
+  format: 'safetensors' | 'npy';
+  size: number;
+  /** File offset of the data section (8 + header length for safetensors). */
+  dataStart: number;
+  tensors: FileTensor[];
+  /** The safetensors `__metadata__`, when present. */
+  metadata?: Record<string, string>;
+  source: TensorSource;
+}
+
+/** A described checkpoint (its sources open until {@link closeCheckpoint}). */
+export interface Checkpoint {
+  files: CheckpointFile[];
+  /** Every tensor by name. */
+  tensors: Map<string, FileTensor>;
+  /** The index, when the checkpoint came from one. */
+  index?: { path: string; metadata: Record<string, unknown> };
+}
+
+/** What a checkpoint can be given as: a path (file or index), several paths, or open sources. */
+export type CheckpointInput = string | TensorSource | readonly (string | TensorSource)[];
+
+/** Options for {@link describeCheckpoint}. */
+export interface DescribeOptions {
+  /** Opens paths (default: local files through penstock's engine). */
+  openSource?: SourceOpener;
+  signal?: AbortSignal;
+}
+
+/** Bytes read up front from each file: enough for most headers in one read. */
+const FIRST_READ = 64 * 1024;
+
+/**
+ * Opens and parses every file of a checkpoint. A `.json` path is a sharded index. Throws a
+ * {@link TensorFormatError} for anything malformed, with every source closed again.
+ */
+export async function describeCheckpoint(input: CheckpointInput, options: DescribeOptions = {}): Promise<Checkpoint> {
+  const opener = options.openSource ?? openFileSource;
+  const items = (Array.isArray(input) ? input : [input]) as (string | TensorSource)[];
+  const opened: TensorSource[] = [];
+  try {
+    let index: (ShardedIndex & { path: string }) | undefined;
+    const locations: (string | TensorSource)[] = [];
+    for (const item of items) {
+      if (typeof item === 'string' && item.toLowerCase().endsWith('.json')) {
+        if (items.length > 1) throw formatError('ERR_PENSTOCK_TENSOR_UNKNOWN_FORMAT', 'an index must be given alone, not in a list of files', { path: item });
+        const src = await opener(item);
+        opened.push(src);
+        const text = (await readBytes(src, 0, await src.size(), options.signal)).toString('utf8');
+        index = { ...parseShardedIndex(text, item), path: item };
+        locations.push(...index.shards);
+      } else locations.push(item);
+    }
+    const sources = await Promise.all(
+      locations.map(async (loc) => {
+        const s = typeof loc === 'string' ? await opener(loc) : loc;
+        if (typeof loc === 'string') opened.push(s);
+        return s;
+      }),
+    );
+    const files = await Promise.all(sources.map((s, i) => describeFile(s, i, options.signal)));
+    const tensors = new Map<string, FileTensor>();
+    for (const f of files)
+      for (const t of f.tensors) {
+        const other = tensors.get(t.name);
+        if (other)
+          throw formatError('ERR_PENSTOCK_TENSOR_DUPLICATE_NAME', `the tensor ${JSON.stringify(t.name)} is in both ${files[other.file]!.path} and ${f.path}`, { path: f.path, tensor: t.name });
+        tensors.set(t.name, t);
+      }
+    const cp: Checkpoint = { files, tensors };
+    if (index) {
+      checkIndex(index, cp);
+      cp.index = { path: index.path, metadata: index.metadata };
+      await opened[0]!.close();
+    }
+    return cp;
+  } catch (err) {
+    await Promise.allSettled(opened.map((s) => s.close()));
+    throw err;
+  }
+}
+
+/** Closes every source the checkpoint opened. */
+export async function closeCheckpoint(cp: Checkpoint): Promise<void> {
+  await Promise.allSettled(cp.files.map((f) => f.source.close()));
+}
+
+function checkIndex(index: ShardedIndex & { path: string }, cp: Checkpoint): void {
+  for (const [name, shard] of index.weightMap) {
+    const t = cp.tensors.get(name);
+    if (!t || cp.files[t.file]!.path !== shard)
+      throw formatError('ERR_PENSTOCK_TENSOR_INDEX_MISMATCH', `the index puts ${JSON.stringify(name)} in ${shard}, which does not hold it`, { path: index.path, tensor: name });
+  }
+  for (const name of cp.tensors.keys())
+    if (!index.weightMap.has(name))
+      throw formatError('ERR_PENSTOCK_TENSOR_INDEX_MISMATCH', `${cp.files[cp.tensors.get(name)!.file]!.path} holds ${JSON.stringify(name)}, which the index does not list`, { path: index.path, tensor: name });
+}
+
+async function describeFile(source: TensorSource, file: number, signal?: AbortSignal): Promise<CheckpointFile> {
+  const path = source.path;
+  const size = await source.size();
+  const first = await readBytes(source, 0, Math.min(size, FIRST_READ), signal);
+  const isNpy = first.length >= NPY_MAGIC.length && NPY_MAGIC.every((b, i) => first[i] === b);
+  if (isNpy || path.toLowerCase().endsWith('.npy')) {
+    const prefix = first.subarray(0, NPY_PREFIX_BYTES);
+    const total = npyHeaderLength(prefix, size, path);
+    const bytes = total <= first.length ? first : await readBytes(source, 0, total, signal);
+    const h = parseNpyHeader(bytes, size, path);
+    const name = (path.split('/').pop() ?? path).replace(/\.npy$/i, '');
+    return {
+      path, format: 'npy', size, dataStart: h.dataStart, source,
+      tensors: [{ name, dtype: h.dtype, shape: h.shape, strides: h.strides, fileOffset: h.dataStart, byteLength: h.byteLength, file }],
+    };
+  }
+  const len = headerLengthOf(first, size, path);
+  const json = 8 + len <= first.length ? first.subarray(8, 8 + len) : await readBytes(source, 8, len, signal);
+  if (json.length !== len) throw formatError('ERR_PENSTOCK_TENSOR_SOURCE_CHANGED', `the header could not be read whole (${json.length} of ${len} bytes)`, { path });
+  const h = parseSafetensorsHeader(json, size, path);
+  const out: CheckpointFile = {
+    path, format: 'safetensors', size, dataStart: h.dataStart, source,
+    tensors: h.tensors.map((t) => ({
+      name: t.name, dtype: t.dtype, shape: t.shape, strides: contiguousStrides(t.shape),
+      fileOffset: h.dataStart + t.begin, byteLength: t.end - t.begin, file,
+    })),
+  };
+  if (h.metadata) out.metadata = h.metadata;
+  return out;
+}

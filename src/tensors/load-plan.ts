@@ -1,0 +1,137 @@
+/**
+ * What a load reads and where each byte lands: the tensors chosen by a filter, the row range of
+ * each 2-D tensor for tensor-parallel shards, the file spans that cover them (neighbouring
+ * regions coalesced into one read), and the slab layout (each span at an aligned slab offset,
+ * tensors inside it at their distance from the span's start).
+ */
+import { dtypeBits, type Dtype } from './dtypes.js';
+import { formatError } from './errors.js';
+import type { Checkpoint, FileTensor } from './checkpoint.js';
+
+/** Which tensors to load: names, a name prefix, or a predicate over the name. */
+export type TensorFilter = readonly string[] | { prefix: string } | ((name: string) => boolean);
+
+/** A tensor-parallel shard: rows `[floor(index·R/count), floor((index+1)·R/count))` of every 2-D tensor. */
+export interface RowShard {
+  /** This shard's number, 0 ≤ index < count. */
+  index: number;
+  count: number;
+}
+
+/** Slab offsets of spans are multiples of this (the alignment CUDA allocations themselves have). */
+export const SLAB_ALIGNMENT = 256;
+
+/** A tensor as it will land in the slab. */
+export interface PlannedTensor {
+  name: string;
+  dtype: Dtype;
+  /** The shape loaded (the row range's rows for a sliced 2-D tensor). */
+  shape: number[];
+  strides: number[];
+  /** Where its bytes are in the file. */
+  file: number;
+  fileOffset: number;
+  byteLength: number;
+  /** Byte offset in the slab. */
+  byteOffset: number;
+  /** The rows taken, for a sliced tensor, and the full row count. */
+  rows?: { begin: number; end: number; of: number };
+}
+
+/** One engine read: a contiguous file range into a contiguous slab range. */
+export interface Span {
+  file: number;
+  fileOffset: number;
+  size: number;
+  slabOffset: number;
+}
+
+/** The whole plan. */
+export interface LoadPlan {
+  tensors: PlannedTensor[];
+  spans: Span[];
+  /** Slab bytes needed. */
+  slabBytes: number;
+  /** Bytes the spans read (tensor bytes plus coalesced gaps). */
+  readBytes: number;
+}
+
+/** Options of {@link planLoad}. */
+export interface PlanOptions {
+  filter?: TensorFilter;
+  rows?: RowShard;
+  /** Gaps up to this many bytes between chosen regions are read through rather than split into two reads (default 1 MiB). */
+  coalesceGap?: number;
+}
+
+/** Plans a load of a described checkpoint. */
+export function planLoad(cp: Checkpoint, options: PlanOptions = {}): LoadPlan {
+  const chosen = select(cp, options.filter);
+  const rows = options.rows;
+  if (rows && (!Number.isInteger(rows.count) || rows.count < 1 || !Number.isInteger(rows.index) || rows.index < 0 || rows.index >= rows.count))
+    throw formatError('ERR_PENSTOCK_TENSOR_ROW_SPLIT', `row shard ${rows.index} of ${rows.count} is not a shard (0 ≤ index < count, both integers)`);
+  const gap = options.coalesceGap ?? 1 << 20;
+  const regions = chosen.map((t) => region(t, rows));
+  const tensors: PlannedTensor[] = [];
+  const spans: Span[] = [];
+  let cursor = 0;
+  let readBytes = 0;
+  for (let f = 0; f < cp.files.length; f++) {
+    const mine = regions.filter((r) => r.file === f).sort((a, b) => a.fileOffset - b.fileOffset);
+    let span: Span | undefined;
+    for (const r of mine) {
+      const extends_ = span && r.fileOffset >= span.fileOffset + span.size && r.fileOffset - (span.fileOffset + span.size) <= gap;
+      if (r.byteLength > 0 && !extends_) {
+        if (span) cursor = span.slabOffset + span.size;
+        span = { file: f, fileOffset: r.fileOffset, size: 0, slabOffset: alignUp(cursor) };
+        spans.push(span);
+      }
+      if (span && r.byteLength > 0) span.size = Math.max(span.size, r.fileOffset + r.byteLength - span.fileOffset);
+      // An empty tensor owns no bytes: it points at the slab's current end, inside no span.
+      const byteOffset = r.byteLength > 0 ? span!.slabOffset + (r.fileOffset - span!.fileOffset) : alignUp(span ? span.slabOffset + span.size : cursor);
+      tensors.push({ ...r, byteOffset });
+    }
+    if (span) cursor = span.slabOffset + span.size;
+  }
+  for (const s of spans) readBytes += s.size;
+  const order = new Map(chosen.map((t, i) => [t.name, i]));
+  tensors.sort((a, b) => order.get(a.name)! - order.get(b.name)!);
+  const slabBytes = tensors.reduce((m, t) => Math.max(m, t.byteOffset + t.byteLength), cursor);
+  return { tensors, spans, slabBytes, readBytes };
+}
+
+function alignUp(n: number): number {
+  return Math.ceil(n / SLAB_ALIGNMENT) * SLAB_ALIGNMENT;
+}
+
+function select(cp: Checkpoint, filter: TensorFilter | undefined): FileTensor[] {
+  const all = cp.files.flatMap((f) => f.tensors);
+  if (filter === undefined) return all;
+  if (typeof filter === 'function') return all.filter((t) => filter(t.name));
+  if (Array.isArray(filter)) {
+    const names = filter as readonly string[];
+    for (const n of names)
+      if (!cp.tensors.has(n)) throw formatError('ERR_PENSTOCK_TENSOR_NOT_FOUND', `the checkpoint has no tensor named ${JSON.stringify(n)}`, { tensor: n });
+    const wanted = new Set(names);
+    return all.filter((t) => wanted.has(t.name));
+  }
+  const prefix = (filter as { prefix: string }).prefix;
+  if (typeof prefix !== 'string') throw formatError('ERR_PENSTOCK_TENSOR_NOT_FOUND', 'a filter is a list of names, { prefix } or a function of the name');
+  return all.filter((t) => t.name.startsWith(prefix));
+}
+
+type Region = Omit<PlannedTensor, 'byteOffset'>;
+
+function region(t: FileTensor, rows: RowShard | undefined): Region {
+  const base: Region = { name: t.name, dtype: t.dtype, shape: t.shape, strides: t.strides, file: t.file, fileOffset: t.fileOffset, byteLength: t.byteLength };
+  // Only C-ordered 2-D tensors have contiguous rows.
+  if (!rows || t.shape.length !== 2 || t.strides[1] !== 1) return base;
+  const [R, C] = t.shape as [number, number];
+  const rowBits = C * dtypeBits(t.dtype);
+  if (rowBits % 8 !== 0)
+    throw formatError('ERR_PENSTOCK_TENSOR_ROW_SPLIT', `rows of ${JSON.stringify(t.name)} (${C} × ${t.dtype}) do not start on byte boundaries`, { tensor: t.name });
+  const rowBytes = rowBits / 8;
+  const begin = Math.floor((rows.index * R) / rows.count);
+  const end = Math.floor(((rows.index + 1) * R) / rows.count);
+  return { ...base, shape: [end - begin, C], fileOffset: t.fileOffset + begin * rowBytes, byteLength: (end - begin) * rowBytes, rows: { begin, end, of: R } };
+}

@@ -1,0 +1,176 @@
+/**
+ * `loadTensors`: a checkpoint into one slab of GPU (or host) memory. Headers are parsed and
+ * checked first; then one allocation; then every span is read by the engine, all files at
+ * once, each span one pipelined operation (an unfiltered file is one span).
+ */
+import { DeviceBuffer } from '../device-buffer.js';
+import { AbortError, usage } from '../errors.js';
+import type { Memory } from '../file.js';
+import { PinnedBuffer } from '../pinned-buffer.js';
+import type { OpRecord } from '../stats.js';
+import { closeCheckpoint, describeCheckpoint, type Checkpoint, type CheckpointInput } from './checkpoint.js';
+import { formatError } from './errors.js';
+import { planLoad, type LoadPlan, type RowShard, type Span, type TensorFilter } from './load-plan.js';
+import type { SourceOpener } from './source.js';
+import { TensorSet, type FileLoadRecord, type SlabPlace } from './tensor-set.js';
+
+/** Options of {@link loadTensors}. */
+export interface LoadTensorsOptions {
+  /** GPU ordinal of the slab (default 0). Ignored with `host`. */
+  device?: number;
+  /** Load into host memory instead: `true` (plain memory) or `'pinned'` (page-locked). */
+  host?: boolean | 'pinned';
+  /** Only these tensors: a list of names (each must exist), `{ prefix }`, or a predicate. */
+  filter?: TensorFilter;
+  /** Tensor-parallel shard: only this shard's rows of every 2-D tensor are read. */
+  rows?: RowShard;
+  /** Gaps of at most this many bytes between chosen tensors are read through (default 1 MiB). */
+  coalesceGap?: number;
+  /** Engine operations in flight at once over all files (default 16; every file gets one at once at least). */
+  concurrency?: number;
+  /** Opens paths (default: local files); sources given directly are used as they are and not closed. */
+  openSource?: SourceOpener;
+  signal?: AbortSignal;
+  /** Bytes in memory so far, over all files. */
+  onProgress?: (bytesDone: number, bytesTotal: number) => void;
+}
+
+/**
+ * Loads a checkpoint: a `.safetensors` file, a sharded `*.index.json`, `.npy` files, a list of
+ * files, or open sources. Every header is checked before any data moves; on any failure the
+ * slab is freed and nothing is returned.
+ */
+export async function loadTensors(input: CheckpointInput, options: LoadTensorsOptions = {}): Promise<TensorSet> {
+  const t0 = performance.now();
+  const signal = options.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'signal must be an AbortSignal');
+  if (signal?.aborted) throw new AbortError(undefined, { cause: signal.reason });
+  const cp = await describeCheckpoint(input, { openSource: options.openSource, signal });
+  const ownsSources = (Array.isArray(input) ? input : [input]).every((x) => typeof x === 'string');
+  try {
+    const plan = planLoad(cp, { filter: options.filter, rows: options.rows, coalesceGap: options.coalesceGap });
+    const place: SlabPlace = options.host ? { kind: 'host', pinned: options.host === 'pinned' } : { kind: 'device', device: options.device ?? 0 };
+    const { slab, pinned } = allocateSlab(place, plan.slabBytes);
+    try {
+      const files = await readSpans(cp, plan, slab, pinned, place, options);
+      const metadata: Record<string, Record<string, string>> = {};
+      for (const f of cp.files) if (f.metadata) metadata[f.path] = f.metadata;
+      const init: ConstructorParameters<typeof TensorSet>[0] = {
+        slab: pinned ? new Uint8Array(pinned.buffer, 0, plan.slabBytes) : slab, place, planned: plan.tensors,
+        paths: cp.files.map((f) => f.path), metadata, files, bytes: plan.readBytes, seconds: (performance.now() - t0) / 1e3,
+      };
+      if (pinned) init.pinned = pinned;
+      if (cp.index) init.indexMetadata = cp.index.metadata;
+      return new TensorSet(init);
+    } catch (err) {
+      if (slab instanceof DeviceBuffer) slab.free();
+      pinned?.free();
+      throw err;
+    }
+  } finally {
+    if (ownsSources) await closeCheckpoint(cp);
+  }
+}
+
+function allocateSlab(place: SlabPlace, bytes: number): { slab: DeviceBuffer | Uint8Array; pinned?: PinnedBuffer } {
+  if (place.kind === 'device') return { slab: DeviceBuffer.alloc(bytes, { device: place.device }) };
+  if (place.pinned) {
+    // A pinned buffer holds at least one byte; the set's view is cut to the slab's size.
+    const pinned = PinnedBuffer.alloc(Math.max(1, bytes));
+    return { slab: pinned.bytes, pinned };
+  }
+  return { slab: new Uint8Array(new ArrayBuffer(bytes)) };
+}
+
+/** Reads every span, files interleaved so that all of them start at once; fails fast. */
+async function readSpans(cp: Checkpoint, plan: LoadPlan, slab: DeviceBuffer | Uint8Array, pinned: PinnedBuffer | undefined, place: SlabPlace, options: LoadTensorsOptions): Promise<FileLoadRecord[]> {
+  const records: FileLoadRecord[] = cp.files.map((f) => ({ path: f.path, operations: 0, ops: 0, bytes: 0, routes: {}, direct: false }));
+  const queue = interleave(plan.spans, cp.files.length);
+  const target: Memory = pinned ?? slab;
+  const inner = new AbortController();
+  const onAbort = () => inner.abort(options.signal?.reason);
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  const done = new Array<number>(queue.length).fill(0);
+  let reported = 0;
+  const progress = () => {
+    if (!options.onProgress) return;
+    let total = 0;
+    for (const d of done) total += d;
+    if (total !== reported) options.onProgress((reported = total), plan.readBytes);
+  };
+  let next = 0;
+  let failure: unknown;
+  const worker = async () => {
+    while (next < queue.length && failure === undefined) {
+      const i = next++;
+      const span = queue[i]!;
+      try {
+        await readSpan(cp, span, target, records[span.file]!, place, inner.signal, (n) => {
+          done[i] = n;
+          progress();
+        });
+        done[i] = span.size;
+        progress();
+      } catch (err) {
+        if (failure === undefined) failure = err;
+        inner.abort(err);
+      }
+    }
+  };
+  const width = Math.max(cp.files.length, options.concurrency ?? 16);
+  try {
+    await Promise.all(Array.from({ length: Math.min(width, queue.length) }, worker));
+  } finally {
+    options.signal?.removeEventListener('abort', onAbort);
+  }
+  if (failure !== undefined) {
+    if (options.signal?.aborted) throw new AbortError(undefined, { cause: options.signal.reason });
+    throw failure;
+  }
+  for (let f = 0; f < cp.files.length; f++) {
+    const route = cp.files[f]!.source.route;
+    if (place.kind === 'device' && route?.reason && records[f]!.operations > 0) records[f]!.fallback = { ...route.reason };
+  }
+  return records;
+}
+
+async function readSpan(cp: Checkpoint, span: Span, target: Memory, rec: FileLoadRecord, place: SlabPlace, signal: AbortSignal, onProgress: (n: number) => void): Promise<void> {
+  const src = cp.files[span.file]!.source;
+  const opts = { fileOffset: span.fileOffset, size: span.size, targetOffset: span.slabOffset, signal, onProgress };
+  let bytes: number;
+  if (src.readRecorded) {
+    const r: OpRecord = await src.readRecorded(target, opts);
+    bytes = r.bytes;
+    const staged = r.mapped ? r.tasks - r.mapped.tasks : r.tasks;
+    const stagedBytes = r.mapped ? r.bytes - r.mapped.bytes : r.bytes;
+    add(rec, r.route, staged, stagedBytes);
+    if (r.mapped && r.mapped.tasks > 0) add(rec, 'mapped-device', r.mapped.tasks, r.mapped.bytes);
+    rec.ops += r.tasks;
+    if (r.direct) rec.direct = true;
+    if (r.mappedFallback) rec.mappedFallback = { ...r.mappedFallback };
+  } else {
+    bytes = await src.read(target, opts);
+    const route = place.kind === 'host' ? 'posix-host' : src.route?.device === 'cufile' ? 'cufile-unknown' : 'posix-device';
+    add(rec, route, 1, bytes);
+    rec.ops += 1;
+  }
+  rec.operations += 1;
+  rec.bytes += bytes;
+  if (bytes !== span.size)
+    throw formatError('ERR_PENSTOCK_TENSOR_SOURCE_CHANGED', `only ${bytes} of ${span.size} bytes at offset ${span.fileOffset} could be read; the file is shorter than its header said`, { path: src.path });
+}
+
+function add(rec: FileLoadRecord, route: keyof FileLoadRecord['routes'], ops: number, bytes: number): void {
+  const c = (rec.routes[route] ??= { ops: 0, bytes: 0 });
+  c.ops += ops;
+  c.bytes += bytes;
+}
+
+/** Spans ordered file 0, file 1, …, file 0, …, so concurrent workers cover every file first. */
+function interleave(spans: readonly Span[], files: number): Span[] {
+  const per: Span[][] = Array.from({ length: files }, () => []);
+  for (const s of spans) per[s.file]!.push(s);
+  const out: Span[] = [];
+  for (let k = 0; out.length < spans.length; k++) for (const list of per) if (k < list.length) out.push(list[k]!);
+  return out;
+}

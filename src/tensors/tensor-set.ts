@@ -1,0 +1,176 @@
+/**
+ * A loaded tensor set: one slab (GPU or host memory) holding every tensor, per-tensor views of
+ * it, the checkpoint's metadata and the route record of the load.
+ */
+import { DeviceBuffer } from '../device-buffer.js';
+import { PinnedBuffer } from '../pinned-buffer.js';
+import type { RouteReason } from '../routing.js';
+import type { Route } from '../stats.js';
+import type { Dtype } from './dtypes.js';
+import { formatError } from './errors.js';
+import type { PlannedTensor } from './load-plan.js';
+
+/** One tensor of a set. */
+export interface TensorView {
+  name: string;
+  dtype: Dtype;
+  shape: number[];
+  /** Element strides (C order unless the file stored Fortran order). */
+  strides: number[];
+  /** Byte offset of the tensor in the slab. */
+  byteOffset: number;
+  byteLength: number;
+  /** The file it came from, and where in it. */
+  path: string;
+  fileOffset: number;
+  /** The rows taken of a row-sharded 2-D tensor, and the full row count. */
+  rows?: { begin: number; end: number; of: number };
+  /** The tensor's memory: a view of the slab (GPU: a `DeviceBuffer`; host: a `Uint8Array`). */
+  data: DeviceBuffer | Uint8Array;
+}
+
+/** The fields another process needs to map a tensor out of the slab (for a hand-off manifest). */
+export interface TensorLayoutEntry {
+  name: string;
+  dtype: Dtype;
+  shape: number[];
+  strides: number[];
+  /** Byte offset in the slab. */
+  byteOffset: number;
+  byteLength: number;
+}
+
+/** What one file's reads did. */
+export interface FileLoadRecord {
+  path: string;
+  /** Engine operations (one per span read). */
+  operations: number;
+  /** Tasks over those operations (the engine's unit, `taskSize` each). */
+  ops: number;
+  bytes: number;
+  /** Tasks and bytes per route that carried them. */
+  routes: Partial<Record<Route, { ops: number; bytes: number }>>;
+  /** Why device reads of this file did not go through cuFile (when they did not). */
+  fallback?: RouteReason;
+  /** Why part of a warm read could not be copied from the page cache directly. */
+  mappedFallback?: RouteReason;
+  /** Whether any read bypassed the page cache (O_DIRECT). */
+  direct: boolean;
+}
+
+/** Where the slab is. */
+export type SlabPlace = { kind: 'device'; device: number } | { kind: 'host'; pinned: boolean };
+
+/**
+ * Tensors loaded into one slab. `free()` (or `using`) releases the slab, after which every view
+ * is gone. Views are in the order of the checkpoint's files and headers (filters keep that order).
+ */
+export class TensorSet {
+  /** The tensors, in load order. */
+  readonly tensors: readonly TensorView[];
+  /** Per file: its safetensors `__metadata__` (absent for files without it). */
+  readonly metadata: Readonly<Record<string, Record<string, string>>>;
+  /** The sharded index's `metadata`, when loaded from an index. */
+  readonly indexMetadata?: Record<string, unknown>;
+  /** Route record per file. */
+  readonly files: readonly FileLoadRecord[];
+  /** Bytes read from the files (tensor bytes, plus gaps coalesced into the reads). */
+  readonly bytes: number;
+  /** Seconds from the start of the load to the last byte in memory. */
+  readonly seconds: number;
+  readonly place: SlabPlace;
+  #slab: DeviceBuffer | Uint8Array | undefined;
+  #pinned: PinnedBuffer | undefined;
+  #byName = new Map<string, TensorView>();
+
+  /** @internal Built by `loadTensors`. */
+  constructor(init: {
+    slab: DeviceBuffer | Uint8Array;
+    pinned?: PinnedBuffer;
+    place: SlabPlace;
+    planned: PlannedTensor[];
+    paths: string[];
+    metadata: Record<string, Record<string, string>>;
+    indexMetadata?: Record<string, unknown>;
+    files: FileLoadRecord[];
+    bytes: number;
+    seconds: number;
+  }) {
+    this.#slab = init.slab;
+    this.#pinned = init.pinned;
+    this.place = init.place;
+    this.metadata = init.metadata;
+    if (init.indexMetadata) this.indexMetadata = init.indexMetadata;
+    this.files = init.files;
+    this.bytes = init.bytes;
+    this.seconds = init.seconds;
+    const slab = init.slab;
+    this.tensors = init.planned.map((t) => {
+      const data = slab instanceof DeviceBuffer ? slab.subarray(t.byteOffset, t.byteOffset + t.byteLength) : slab.subarray(t.byteOffset, t.byteOffset + t.byteLength);
+      const v: TensorView = {
+        name: t.name, dtype: t.dtype, shape: t.shape, strides: t.strides, byteOffset: t.byteOffset, byteLength: t.byteLength,
+        path: init.paths[t.file]!, fileOffset: t.fileOffset, data,
+      };
+      if (t.rows) v.rows = t.rows;
+      this.#byName.set(t.name, v);
+      return v;
+    });
+  }
+
+  /** The slab every view points into. */
+  get slab(): DeviceBuffer | Uint8Array {
+    if (!this.#slab) throw formatError('ERR_PENSTOCK_TENSOR_SET_FREED', 'this tensor set was freed');
+    return this.#slab;
+  }
+
+  /** The pinned allocation under a pinned host slab. */
+  get pinnedBuffer(): PinnedBuffer | undefined {
+    return this.#pinned;
+  }
+
+  get freed(): boolean {
+    return this.#slab === undefined;
+  }
+
+  /** Number of tensors. */
+  get size(): number {
+    return this.tensors.length;
+  }
+
+  /** A tensor by name (undefined when the set does not hold it). */
+  get(name: string): TensorView | undefined {
+    if (!this.#slab) throw formatError('ERR_PENSTOCK_TENSOR_SET_FREED', 'this tensor set was freed');
+    return this.#byName.get(name);
+  }
+
+  /** Exactly the per-tensor fields a hand-off manifest needs: name, dtype, shape, strides, byte offset and length in the slab. */
+  layout(): TensorLayoutEntry[] {
+    return this.tensors.map((t) => ({ name: t.name, dtype: t.dtype, shape: [...t.shape], strides: [...t.strides], byteOffset: t.byteOffset, byteLength: t.byteLength }));
+  }
+
+  /** Tasks and bytes per route over every file. */
+  routeTotals(): Partial<Record<Route, { ops: number; bytes: number }>> {
+    const out: Partial<Record<Route, { ops: number; bytes: number }>> = {};
+    for (const f of this.files)
+      for (const [r, c] of Object.entries(f.routes) as [Route, { ops: number; bytes: number }][]) {
+        const t = (out[r] ??= { ops: 0, bytes: 0 });
+        t.ops += c.ops;
+        t.bytes += c.bytes;
+      }
+    return out;
+  }
+
+  /** Releases the slab (GPU memory freed, pinned memory freed, host memory dropped). Idempotent. */
+  free(): void {
+    const slab = this.#slab;
+    if (!slab) return;
+    if (slab instanceof DeviceBuffer) slab.free();
+    this.#pinned?.free();
+    this.#slab = undefined;
+    this.#pinned = undefined;
+  }
+
+  [Symbol.dispose](): void {
+    this.free();
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * Checking a loaded set against its files: each tensor's sha256 from the memory it landed in
+ * (copied back from the GPU) and from the file's bytes, read through plain `fs` calls (not the
+ * engine that loaded them), so that the check is independent of the path under test.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs/promises';
+import { DeviceBuffer } from '../device-buffer.js';
+import { formatError } from './errors.js';
+import { isUrl } from './sharded-index.js';
+import type { SourceOpener } from './source.js';
+import type { TensorSet, TensorView } from './tensor-set.js';
+
+/** One tensor's check. */
+export interface TensorCheck {
+  name: string;
+  dtype: string;
+  shape: number[];
+  bytes: number;
+  /** sha256 of the bytes in memory. */
+  sha256: string;
+  /** sha256 of the same bytes in the file. */
+  fileSha256: string;
+  match: boolean;
+}
+
+/** sha256 (hex) of a tensor's bytes as they are in memory. */
+export async function tensorSha256(view: TensorView): Promise<string> {
+  const h = crypto.createHash('sha256');
+  if (view.data instanceof DeviceBuffer) {
+    // Pieces of at most 64 MiB, so that checking a large tensor does not hold its size on the host.
+    const piece = 64 << 20;
+    const buf = Buffer.allocUnsafeSlow(Math.min(piece, view.byteLength));
+    for (let off = 0; off < view.byteLength; off += piece) {
+      const n = Math.min(piece, view.byteLength - off);
+      await view.data.copyTo(buf, { offset: off, size: n });
+      h.update(buf.subarray(0, n));
+    }
+  } else h.update(view.data);
+  return h.digest('hex');
+}
+
+/** sha256 (hex) of `size` bytes at `offset` of a file (read with `fs`) or of a source for URLs. */
+export async function fileRangeSha256(location: string, offset: number, size: number, openSource?: SourceOpener): Promise<string> {
+  const h = crypto.createHash('sha256');
+  const piece = 16 << 20;
+  const buf = Buffer.allocUnsafeSlow(Math.min(piece, Math.max(1, size)));
+  if (isUrl(location)) {
+    if (!openSource) throw formatError('ERR_PENSTOCK_TENSOR_UNKNOWN_FORMAT', 'checking a remote object needs its source opener', { path: location });
+    const src = await openSource(location);
+    try {
+      for (let off = 0; off < size; off += piece) {
+        const n = Math.min(piece, size - off);
+        const got = await src.read(buf, { fileOffset: offset + off, size: n });
+        h.update(buf.subarray(0, got));
+      }
+    } finally {
+      await src.close();
+    }
+    return h.digest('hex');
+  }
+  const fh = await fs.open(location, 'r');
+  try {
+    for (let off = 0; off < size; ) {
+      const { bytesRead } = await fh.read(buf, 0, Math.min(piece, size - off), offset + off);
+      if (bytesRead === 0) break;
+      h.update(buf.subarray(0, bytesRead));
+      off += bytesRead;
+    }
+  } finally {
+    await fh.close();
+  }
+  return h.digest('hex');
+}
+
+/** Checks every tensor of a set against its file; resolves to one check per tensor (mismatches included). */
+export async function verifyTensorSet(set: TensorSet, options: { openSource?: SourceOpener } = {}): Promise<TensorCheck[]> {
+  const out: TensorCheck[] = [];
+  for (const t of set.tensors) {
+    const sha256 = await tensorSha256(t);
+    const fileSha256 = await fileRangeSha256(t.path, t.fileOffset, t.byteLength, options.openSource);
+    out.push({ name: t.name, dtype: t.dtype, shape: t.shape, bytes: t.byteLength, sha256, fileSha256, match: sha256 === fileSha256 });
+  }
+  return out;
+}
+
+/** Throws `ERR_PENSTOCK_TENSOR_VERIFY_MISMATCH` naming the first tensors that differ. */
+export function assertVerified(checks: readonly TensorCheck[]): void {
+  const bad = checks.filter((c) => !c.match);
+  if (bad.length > 0)
+    throw formatError('ERR_PENSTOCK_TENSOR_VERIFY_MISMATCH', `${bad.length} tensor(s) differ from their files: ${bad.slice(0, 5).map((c) => c.name).join(', ')}${bad.length > 5 ? ', …' : ''}`);
+}
