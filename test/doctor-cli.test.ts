@@ -118,9 +118,9 @@ describe('penstock doctor on this machine', () => {
     assert.equal(find(rep.paths[0]!.checks, 'path.exists').data?.type, 'directory');
   });
 
-  test('an unknown option is the doctor failing: exit 1 with usage', () => {
+  test('an unknown option is a usage error: exit 2 with usage', () => {
     const r = doctor(['--frobnicate']);
-    assert.equal(r.code, 1);
+    assert.equal(r.code, 2);
     assert.match(r.stderr, /usage: penstock doctor/);
   });
 

@@ -9,8 +9,10 @@ import { pathChecks } from './path-checks.js';
 import { inspectPath } from './paths.js';
 import { inspectPlatform } from './platform.js';
 import { predict, verdictLine } from './predict.js';
+import { predictShape, shapeLine } from './shape.js';
 import { judgeProbe, runProbe } from './probe.js';
 import { SysRoot } from './sysfs.js';
+import { ROUTE_RANK } from '../reasons.js';
 import type { Route } from '../stats.js';
 import type { DiagnoseOptions, DoctorReport, PathReport, PredictedRoute, Prediction, ProbeResult } from './types.js';
 
@@ -39,13 +41,11 @@ export function effectiveRoute(p: PathReport): PredictedRoute | Route {
   return m && m !== 'cufile-unknown' ? m : p.prediction.route;
 }
 
-const RANK: Record<string, number> = { gds: 3, 'cufile-compat': 2, 'cufile-unknown': 2, 'posix-device': 1, 'posix-host': 0 };
-
 /** The verdict when the measurement contradicts the prediction: the measurement stands. */
 function disagreement(probe: ProbeResult, prediction: Prediction): string {
   const head = `${probe.route} measured, ${prediction.route} predicted`;
   if (probe.reason) return `${head}: ${probe.reason.message}`;
-  if (RANK[probe.route!]! > RANK[prediction.route]!)
+  if (ROUTE_RANK[probe.route!] > ROUTE_RANK[prediction.route])
     return `${head}: ${prediction.blockers[0] ? `"${prediction.blockers[0].message}" did not stop it here` : 'better than expected'}`;
   return `${head}: cuFile staged the data although nothing checked here stands in the way; set logging.level to INFO in cufile.json and read cufile.log`;
 }
@@ -65,6 +65,16 @@ export async function diagnose(paths: string[] = [], options: DiagnoseOptions = 
     const f = inspectPath(root, resolved, state.gpus);
     const prediction = predict(state, f);
     const checks = pathChecks(state, f, prediction);
+    const shape = options.shape && f.type === 'file' ? predictShape(state, f, prediction, options.shape) : undefined;
+    if (shape)
+      checks.push({
+        id: 'path.shape',
+        status: shape.route === 'gds' ? 'pass' : 'warn',
+        title: 'This read',
+        summary: shapeLine(shape),
+        ...(shape.notes.length ? { fix: shape.notes.map((n) => n.message).join('; ') } : {}),
+        data: { ...shape },
+      });
     let probe: ProbeResult | undefined;
     if (options.probe) {
       const raw: ProbeResult = !root.live
@@ -74,14 +84,18 @@ export async function diagnose(paths: string[] = [], options: DiagnoseOptions = 
           : !f.exists
             ? { status: 'skipped', message: 'the path does not exist: nothing to measure' }
             : await runProbe(f.examined, f.type === 'directory', {
-              bytes: options.probeBytes ?? DEFAULT_PROBE_BYTES,
+              bytes: shape ? shape.size : options.probeBytes ?? DEFAULT_PROBE_BYTES,
+              offset: shape?.offset ?? 0,
+              cufileConfig: state.cufileConfig.json,
               timeoutMs: options.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS,
               env,
               ...(options.probeScript ? { script: options.probeScript } : {}),
             });
-      const judged = judgeProbe(raw, prediction);
+      const expected = shape ? (shape.route === 'gds-bounce' ? 'gds' : shape.route) : prediction.route;
+      const judged = judgeProbe(raw, prediction, expected);
       probe = judged.result;
       checks.push(judged.check);
+      if (judged.logCheck) checks.push(judged.logCheck);
     }
     const verdict = probe?.agrees === false && probe.route ? disagreement(probe, prediction) : verdictLine(prediction.route, prediction.blockers);
     checks.push({
@@ -91,7 +105,7 @@ export async function diagnose(paths: string[] = [], options: DiagnoseOptions = 
       summary: verdictLine(prediction.route, prediction.blockers),
       data: { route: prediction.route, blockers: prediction.blockers, warnings: prediction.warnings },
     });
-    reports.push({ path: given, resolved, checks, prediction, ...(probe ? { probe } : {}), verdict });
+    reports.push({ path: given, resolved, checks, prediction, ...(shape ? { shape } : {}), ...(probe ? { probe } : {}), verdict });
   }
   return {
     schema: 1,
