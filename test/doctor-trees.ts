@@ -7,8 +7,8 @@ import path from 'node:path';
 import { tmpDir } from './helpers.js';
 import type { PlatformFacts } from '../src/doctor/index.js';
 
-/** A file's content, or `{ link }` for a symbolic link. */
-export type TreeEntry = string | Buffer | { link: string };
+/** A file's content, `{ link }` for a symbolic link, or null to remove what a copied tree has there. */
+export type TreeEntry = string | Buffer | { link: string } | null;
 
 /** Writes a tree (optionally on top of a copy of `from`) and returns its root. */
 export function tree(name: string, files: Record<string, TreeEntry>, from?: string): string {
@@ -18,6 +18,7 @@ export function tree(name: string, files: Record<string, TreeEntry>, from?: stri
     const p = path.join(root, rel);
     fs.mkdirSync(path.dirname(p), { recursive: true });
     fs.rmSync(p, { force: true, recursive: true });
+    if (v === null) continue;
     if (typeof v === 'object' && !Buffer.isBuffer(v)) fs.symlinkSync(v.link, p);
     else fs.writeFileSync(p, v);
   }
