@@ -217,6 +217,12 @@ describe('one read, by its offset and size', () => {
     assert.match(p.shape!.reasons[0]!.message, /^offset 4097 not a multiple of 4 KiB/);
   });
 
+  test('an unaligned place in the GPU buffer goes through the bounce cache too', async () => {
+    const p = (await one('shape-target', sized, { from: GDS, shape: { offset: 0, size: 1 << 20, targetOffset: 512 } })).p;
+    assert.equal(p.shape?.route, 'gds-bounce');
+    assert.match(p.shape!.reasons[0]!.message, /^target offset 512 not a multiple of 4 KiB/);
+  });
+
   test('an unaligned tail at the end of the file is still direct', async () => {
     assert.equal((await shape(0)).shape?.size, 64 << 20);
     const odd = await shape(0, undefined, { 'stat.json': JSON.stringify({ '/data/model.bin': { dev: '259:1', size: (64 << 20) + 100 } }) });

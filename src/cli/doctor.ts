@@ -25,6 +25,7 @@ the current directory), why, and what to change for the direct path.
                    report the measured route, with cuFile's own log lines
   --offset N       predict (and probe) the read starting at byte N
   --size N         ... of N bytes (suffixes KiB, MiB, GiB; default: to EOF)
+  --target-offset N  ... into the GPU buffer at byte N (default 0)
   --require-gds    exit 3 unless every path gets the direct path
   --gdscheck FILE  read a 'gdscheck -p' report (FILE, or - for stdin)
                    instead of this machine
@@ -58,6 +59,7 @@ export async function runDoctorCli(argv: string[]): Promise<number> {
         'require-gds': { type: 'boolean', default: false },
         offset: { type: 'string' },
         size: { type: 'string' },
+        'target-offset': { type: 'string' },
         gdscheck: { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -72,7 +74,7 @@ export async function runDoctorCli(argv: string[]): Promise<number> {
   }
   const colour = Boolean(process.stdout.isTTY) && !process.env.NO_COLOR;
   if (values.gdscheck !== undefined) {
-    if (positionals.length || values.probe || values.offset !== undefined || values.size !== undefined)
+    if (positionals.length || values.probe || values.offset !== undefined || values.size !== undefined || values['target-offset'] !== undefined)
       return usageError('--gdscheck reads a report; it takes no PATH, --probe, --offset or --size');
     let text: string;
     try {
@@ -94,7 +96,9 @@ export async function runDoctorCli(argv: string[]): Promise<number> {
   try {
     const offset = size('offset', values.offset);
     const length = size('size', values.size);
-    if (offset !== undefined || length !== undefined) shape = { offset: offset ?? 0, ...(length !== undefined ? { size: length } : {}) };
+    const target = size('target-offset', values['target-offset']);
+    if (offset !== undefined || length !== undefined || target !== undefined)
+      shape = { offset: offset ?? 0, ...(length !== undefined ? { size: length } : {}), ...(target ? { targetOffset: target } : {}) };
   } catch (err) {
     return usageError((err as Error).message);
   }

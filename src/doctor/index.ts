@@ -86,6 +86,7 @@ export async function diagnose(paths: string[] = [], options: DiagnoseOptions = 
             : await runProbe(f.examined, f.type === 'directory', {
               bytes: shape ? shape.size : options.probeBytes ?? DEFAULT_PROBE_BYTES,
               offset: shape?.offset ?? 0,
+              targetOffset: shape?.targetOffset ?? 0,
               cufileConfig: state.cufileConfig.json,
               timeoutMs: options.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS,
               env,

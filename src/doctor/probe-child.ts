@@ -4,8 +4,8 @@
  * separate process because cuFile can crash inside handle registration on a misconfigured
  * system, and that must not take the doctor down with it.
  *
- * Argument: JSON `{ "path": string, "bytes": number, "offset": number }`: read at most `bytes`
- * from `offset`. The doctor creates and removes the scratch file of a directory probe itself.
+ * Argument: JSON `{ "path": string, "bytes": number, "offset": number, "targetOffset": number }`:
+ * read at most `bytes` from `offset` into the GPU buffer at `targetOffset`. The doctor creates and removes the scratch file of a directory probe itself.
  */
 import { DeviceBuffer, getConfig, hasGpu, open, ROUTES, runtimeInfo, type Route, type RouteCounters } from '../index.js';
 import { PROBE_MARK, type ProbeResult } from './types.js';
@@ -14,7 +14,7 @@ function emit(result: ProbeResult): void {
   process.stdout.write(PROBE_MARK + JSON.stringify(result) + '\n');
 }
 
-async function measure(file: string, limit: number, offset: number): Promise<ProbeResult> {
+async function measure(file: string, limit: number, offset: number, targetOffset: number): Promise<ProbeResult> {
   const f = await open(file, 'r');
   try {
     const size = Math.max(0, Math.min((await f.size()) - offset, limit));
@@ -24,9 +24,9 @@ async function measure(file: string, limit: number, offset: number): Promise<Pro
         status: 'skipped',
         message: `the file holds ${size} bytes, under penstock's gdsThreshold (${threshold}): such reads are staged without asking cuFile, so they show nothing`,
       };
-    using buf = DeviceBuffer.alloc(size);
+    using buf = DeviceBuffer.alloc(size + targetOffset);
     const t0 = process.hrtime.bigint();
-    const bytes = await f.read(buf, { size, fileOffset: offset });
+    const bytes = await f.read(buf, { size, fileOffset: offset, targetOffset });
     const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
     const routes: Partial<Record<Route, RouteCounters>> = {};
     let route: Route | undefined;
@@ -53,13 +53,13 @@ async function measure(file: string, limit: number, offset: number): Promise<Pro
 }
 
 async function main(): Promise<void> {
-  const input = JSON.parse(process.argv[2] ?? '{}') as { path: string; bytes: number; offset?: number };
+  const input = JSON.parse(process.argv[2] ?? '{}') as { path: string; bytes: number; offset?: number; targetOffset?: number };
   if (!hasGpu()) {
     emit({ status: 'skipped', message: 'no GPU: nothing to measure' });
     return;
   }
   try {
-    emit(await measure(input.path, input.bytes, input.offset ?? 0));
+    emit(await measure(input.path, input.bytes, input.offset ?? 0, input.targetOffset ?? 0));
   } catch (err) {
     const e = err as { code?: string; message?: string };
     emit({ status: 'failed', message: `${e.code ? `${e.code}: ` : ''}${e.message ?? String(err)}` });

@@ -16,6 +16,8 @@ export interface ProbeSettings {
   bytes: number;
   /** Where in the file the read starts. */
   offset?: number;
+  /** Where in the GPU buffer the data lands. */
+  targetOffset?: number;
   timeoutMs: number;
   env: NodeJS.ProcessEnv;
   script?: string;
@@ -99,7 +101,7 @@ export function runProbe(file: string, directory: boolean, settings: ProbeSettin
     fs.rmSync(cwd, { recursive: true, force: true });
     return Promise.resolve({ status: 'failed', message: `the probe could not be set up: ${(err as Error).message}` });
   }
-  const input = JSON.stringify({ path: scratch ?? file, bytes: settings.bytes, offset: settings.offset ?? 0 });
+  const input = JSON.stringify({ path: scratch ?? file, bytes: settings.bytes, offset: settings.offset ?? 0, targetOffset: settings.targetOffset ?? 0 });
   return new Promise<ProbeResult>((resolve) => {
     let stdout = '';
     let stderr = '';

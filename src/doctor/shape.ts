@@ -15,6 +15,8 @@ export interface ReadShape {
   offset: number;
   /** Bytes to read; undefined means to the end of the file. */
   size?: number;
+  /** Where in the target GPU buffer the data lands (its base is page aligned). */
+  targetOffset?: number;
 }
 
 const FS_SECTIONS: Record<string, string> = { lustre: 'lustre', beegfs: 'beegfs', gpfs: 'gpfs', wekafs: 'weka', nfs: 'nfs', nfs4: 'nfs' };
@@ -29,7 +31,7 @@ export function predictShape(p: PlatformState, f: PathFacts, file: Prediction, s
     notes.push({ code: 'SHAPE_PAST_END', check: 'path.shape', message: `the read ends past the end of the file (${f.size} bytes): ${clipped} bytes would be read` });
     size = clipped;
   }
-  const base = { offset, size, fileRoute: file.route };
+  const base = { offset, size, ...(shape.targetOffset ? { targetOffset: shape.targetOffset } : {}), fileRoute: file.route };
   if (file.route === 'posix-host') return { ...base, route: 'posix-host', reasons: file.blockers.slice(0, 1), notes };
   if (size < p.gdsThreshold) {
     reasons.push({ code: 'UNDER_GDS_THRESHOLD', check: 'path.shape', message: `${size} bytes is under penstock's gdsThreshold (${p.gdsThreshold}): penstock stages such reads itself without asking cuFile (set PENSTOCK_GDS_THRESHOLD lower to change it)` });
@@ -47,13 +49,15 @@ export function predictShape(p: PlatformState, f: PathFacts, file: Prediction, s
     notes.push({ code: 'SHAPE_OVER_BAR1', check: 'platform.gpu.bar1', message: `the read (${formatSize(size)}) is larger than GPU 0's BAR1 (${formatSize(bar1)}): cuFile cannot map all of the target at once and stages what does not fit` });
   const unalignedOffset = offset % GDS_ALIGNMENT !== 0;
   const unalignedSize = size % GDS_ALIGNMENT !== 0 && (f.size === undefined || offset + size < f.size);
-  if (unalignedOffset || unalignedSize) {
-    const what = [unalignedOffset ? `offset ${offset}` : '', unalignedSize ? `size ${size}` : ''].filter(Boolean).join(' and ');
+  const targetOffset = shape.targetOffset ?? 0;
+  const unalignedTarget = targetOffset % GDS_ALIGNMENT !== 0;
+  if (unalignedOffset || unalignedSize || unalignedTarget) {
+    const what = [unalignedOffset ? `offset ${offset}` : '', unalignedSize ? `size ${size}` : '', unalignedTarget ? `target offset ${targetOffset}` : ''].filter(Boolean).join(' and ');
     const cache = p.cufileConfig.perBufferCacheKb;
     reasons.push({
       code: 'UNALIGNED_IO',
       check: 'path.shape',
-      message: `${what} not a multiple of 4 KiB: cuFile moves the unaligned ${unalignedOffset ? 'pieces (every task of the read, as each starts unaligned)' : 'tail'} through its bounce cache in GPU memory (per_buffer_cache_size_kb${cache !== undefined ? ` = ${cache}` : ''}); align offsets and sizes to 4 KiB for pure DMA`,
+      message: `${what} not a multiple of 4 KiB: cuFile moves the unaligned ${unalignedOffset || unalignedTarget ? 'pieces (every task of the read, as each starts unaligned)' : 'tail'} through its bounce cache in GPU memory (per_buffer_cache_size_kb${cache !== undefined ? ` = ${cache}` : ''}); align offsets and sizes to 4 KiB for pure DMA`,
     });
     return { ...base, route: 'gds-bounce', reasons, notes };
   }

@@ -84,6 +84,8 @@ export interface ShapePrediction {
   offset: number;
   /** Bytes that would be read (clipped at the end of the file). */
   size: number;
+  /** Where in the target GPU buffer the data lands, when not at its start. */
+  targetOffset?: number;
   /**
    * `gds` (direct), `gds-bounce` (cuFile, its unaligned parts through its GPU bounce cache),
    * `cufile-compat`, `posix-device` or `posix-host`.
@@ -151,7 +153,7 @@ export interface DiagnoseOptions {
   /** The script the probe process runs (default: penstock's own probe). */
   probeScript?: string;
   /** A read to predict (and probe) for each file: its offset and size (default: the whole file). */
-  shape?: { offset: number; size?: number };
+  shape?: { offset: number; size?: number; targetOffset?: number };
 }
 
 /** What the platform checks established, for the per-path predictions. */
