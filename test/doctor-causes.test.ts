@@ -242,6 +242,11 @@ describe('one read, by its offset and size', () => {
     assert.deepEqual(p.shape?.notes.map((n) => n.code), ['SHAPE_PAST_END']);
   });
 
+  test('a bad shape is a typed usage error', async () => {
+    await assert.rejects(diagnose(['/'], { root: GDS, facts: GDS_FACTS, env: {}, shape: { offset: -1 } }), { code: 'ERR_PENSTOCK_NEGATIVE' });
+    await assert.rejects(diagnose(['/'], { root: GDS, facts: GDS_FACTS, env: {}, shape: { offset: 0, size: 1.5 } }), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT' });
+  });
+
   test('a file that does not go direct: the read follows the file', async () => {
     const p = await shape(0, 1 << 20, { 'etc/cufile.json': '{ "properties": { "force_compat_mode": true } }' });
     assert.equal(p.shape?.route, 'cufile-compat');

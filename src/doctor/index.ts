@@ -13,6 +13,7 @@ import { predictShape, shapeLine } from './shape.js';
 import { judgeProbe, runProbe } from './probe.js';
 import { SysRoot } from './sysfs.js';
 import { ROUTE_RANK } from '../reasons.js';
+import { checkLength } from '../validate.js';
 import type { Route } from '../stats.js';
 import type { DiagnoseOptions, DoctorReport, PathReport, PredictedRoute, Prediction, ProbeResult } from './types.js';
 
@@ -55,6 +56,11 @@ function disagreement(probe: ProbeResult, prediction: Prediction): string {
  * of device reads; with `probe`, also measures it in a child process.
  */
 export async function diagnose(paths: string[] = [], options: DiagnoseOptions = {}): Promise<DoctorReport> {
+  if (options.shape) {
+    checkLength(options.shape.offset, 'shape.offset');
+    if (options.shape.size !== undefined) checkLength(options.shape.size, 'shape.size');
+    if (options.shape.targetOffset !== undefined) checkLength(options.shape.targetOffset, 'shape.targetOffset');
+  }
   const root = new SysRoot(options.root ?? '/');
   const env = options.env ?? process.env;
   const facts = options.facts ?? liveFacts();
