@@ -86,8 +86,10 @@ describe('cufile.log', () => {
   const lines = parseCuFileLog(fs.readFileSync(path.join(DIR, 'cufile-log', 'dm-udev.log'), 'utf8'));
 
   test("lines in cuFile's format are parsed and others skipped", () => {
-    assert.equal(lines.length, 7);
-    assert.deepEqual(lines[2], { level: 'ERROR', where: 'cufio-fs:268', message: 'Unsupported block device: /dev/dm-0', code: 'DEVICE_MAPPER' });
+    assert.equal(lines.length, 9);
+    assert.deepEqual(lines[1], { level: 'INFO', where: '0:1509', message: 'properties.use_pci_p2pdma : false' }, 'a setting dumped is not a cause');
+    assert.equal(lines[2]!.code, undefined);
+    assert.deepEqual(lines[4], { level: 'ERROR', where: 'cufio-fs:268', message: 'Unsupported block device: /dev/dm-0', code: 'DEVICE_MAPPER' });
   });
 
   test('the explaining lines come first, without repeats', () => {

@@ -33,6 +33,7 @@ const EXPLAINERS: [RegExp, string][] = [
   [/running in compatible mode|compat(ibility)? mode enabled/i, 'CUFILE_COMPAT_MODE'],
 ];
 
+const CONFIG_DUMP = /^[\w-]+(\.[\w-]+)+\s*:/;
 const LINE = /^\s*\d{1,2}-\d{1,2}-\d{4}\s+[\d:]+\s+\[pid=\d+\s+tid=\d+\]\s+(TRACE|DEBUG|INFO|NOTICE|WARN(?:ING)?|ERROR|FATAL|CRITICAL)\s+(\S+)\s+(.*)$/;
 
 /** Every line of a cufile.log text in cuFile's format (other lines are left out). */
@@ -42,7 +43,10 @@ export function parseCuFileLog(text: string): CuFileLogLine[] {
     const m = LINE.exec(raw);
     if (!m) continue;
     const message = m[3]!.trim();
-    const code = EXPLAINERS.find(([re]) => re.test(message))?.[1];
+    // At INFO and below cuFile also dumps its configuration (`properties.force_compat_mode : false`):
+    // a setting's name is not a cause.
+    const setting = CONFIG_DUMP.test(message);
+    const code = setting ? undefined : EXPLAINERS.find(([re]) => re.test(message))?.[1];
     out.push({ level: m[1]!, where: m[2]!, message, ...(code ? { code } : {}) });
   }
   return out;

@@ -26,6 +26,7 @@ export interface ProbeSettings {
 }
 
 const OUTPUT_CAP = 1 << 20;
+const LOG_CAP = 16 << 20;
 /** Enough for cuFile to say why it chose a path for each handle and each I/O. */
 export const PROBE_LOG_LEVEL = 'TRACE';
 
@@ -37,7 +38,19 @@ export function defaultProbeScript(): string {
 function readLog(file: string): CuFileLogLine[] | undefined {
   let text: string;
   try {
-    text = fs.readFileSync(file, 'utf8');
+    const fd = fs.openSync(file, 'r');
+    try {
+      // TRACE can log per I/O: past LOG_CAP only the start (driver and handle setup, where the
+      // reasons are) and the end are read.
+      const size = fs.fstatSync(fd).size;
+      const read = (at: number, n: number) => {
+        const b = Buffer.alloc(n);
+        return b.subarray(0, fs.readSync(fd, b, 0, n, at)).toString('utf8');
+      };
+      text = size <= LOG_CAP ? read(0, size) : `${read(0, LOG_CAP / 2)}\n${read(size - LOG_CAP / 2, LOG_CAP / 2)}`;
+    } finally {
+      fs.closeSync(fd);
+    }
   } catch {
     return undefined;
   }
