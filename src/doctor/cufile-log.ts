@@ -5,6 +5,7 @@
  * `DD-MM-YYYY HH:MM:SS:mmm [pid=N tid=N] LEVEL  module:line message`.
  */
 
+/** One line of cufile.log. */
 export interface CuFileLogLine {
   level: string;
   /** cuFile's module and source line (`cufio-fs:268`). */

@@ -13,6 +13,7 @@ import type { Check, GpuState, PlatformFacts } from './types.js';
 const P2PDMA_MIN_DRIVER = 12080;
 const P2PDMA_MIN_BRANCH = 570;
 
+/** The NVIDIA kernel module as /proc/driver/nvidia/version shows it. */
 export interface KernelModule {
   version: string;
   open: boolean;
@@ -31,6 +32,7 @@ export function libcudaVersion(resolved: string | undefined): string | undefined
   return resolved ? /libcuda\.so\.(\d+\.\d+(?:\.\d+)?)$/.exec(resolved)?.[1] : undefined;
 }
 
+/** Why this looks like WSL, or undefined. */
 export function isWsl(root: SysRoot, env: NodeJS.ProcessEnv): string | undefined {
   if (/microsoft|WSL/i.test(root.text('/proc/version') ?? '')) return '/proc/version names Microsoft (WSL)';
   if (root.exists('/dev/dxg')) return '/dev/dxg present (WSL GPU paravirtualisation)';
@@ -45,6 +47,7 @@ export function virtualGpu(g: { name: string }, env: NodeJS.ProcessEnv): string 
   return undefined;
 }
 
+/** What the PCI P2PDMA path needs, item by item, and whether all of it is in place. */
 export interface P2pdmaReadiness {
   kernel: 'available' | 'absent' | 'unknown';
   openDriver: boolean | undefined;
@@ -59,6 +62,7 @@ export interface P2pdmaReadiness {
   missing: string[];
 }
 
+/** Judges P2PDMA readiness from the kernel config, the kernel module, CUDA, cufile.json and the driver's back ends. */
 export function p2pdmaReadiness(root: SysRoot, kernel: P2pdmaReadiness['kernel'], km: KernelModule | undefined, driverVersion: number | undefined, cfg: CuFileConfig, backends: string[] | undefined): P2pdmaReadiness {
   const branch = km ? Number(km.version.split('.')[0]) : undefined;
   const r = {

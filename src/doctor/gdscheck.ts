@@ -7,6 +7,7 @@
  */
 import type { Check } from './types.js';
 
+/** One `GPU index …` line. */
 export interface GdscheckGpu {
   index: number;
   name: string;
@@ -15,6 +16,7 @@ export interface GdscheckGpu {
   iommu?: string;
 }
 
+/** What a report says, as written (values are strings, back-end states normalised). */
 export interface GdscheckParsed {
   gdsVersion?: string;
   nvfsVersion?: string;
@@ -33,6 +35,7 @@ export interface GdscheckParsed {
   unknown: string[];
 }
 
+/** `readGdscheck()`'s result, and what `penstock doctor --gdscheck --json` prints. */
 export interface GdscheckReport {
   schema: 1;
   source: string;
@@ -51,6 +54,7 @@ function state(v: string): string {
   return t;
 }
 
+/** The facts of a `gdscheck -p` report, section by section. */
 export function parseGdscheck(text: string): GdscheckParsed {
   const out: GdscheckParsed = { environment: {}, drivers: {}, rdma: {}, config: {}, gpus: [], platform: {}, unknown: [] };
   let section = '';
@@ -179,6 +183,7 @@ export function gdscheckChecks(g: GdscheckParsed): Check[] {
   return checks;
 }
 
+/** A `gdscheck -p` report (its text, and where it came from for the report) judged as the doctor's checks. */
 export function readGdscheck(text: string, source: string): GdscheckReport {
   const parsed = parseGdscheck(text);
   return { schema: 1, source, parsed, checks: gdscheckChecks(parsed) };

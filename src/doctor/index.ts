@@ -18,9 +18,10 @@ import type { Route } from '../stats.js';
 import type { DiagnoseOptions, DoctorReport, PathReport, PredictedRoute, Prediction, ProbeResult } from './types.js';
 
 export type {
-  Check, CheckStatus, DiagnoseOptions, DoctorReport, Finding, PathReport, PlatformFacts, PredictedRoute, Prediction, ProbeResult,
+  Check, CheckStatus, DiagnoseOptions, DoctorReport, Finding, PathReport, PlatformFacts, PredictedRoute, Prediction, ProbeResult, ShapePrediction,
 } from './types.js';
-export { render, type RenderOptions } from './report.js';
+export { render, renderGdscheck, type RenderOptions } from './report.js';
+export { readGdscheck, type GdscheckReport, type GdscheckParsed } from './gdscheck.js';
 
 const DEFAULT_PROBE_BYTES = 4 * 1024 * 1024;
 const DEFAULT_PROBE_TIMEOUT_MS = 60_000;

@@ -11,6 +11,7 @@ import type { Finding, PlatformState, Prediction, ShapePrediction } from './type
 /** cuFile's direct path works in whole 4 KiB pages of the file. */
 export const GDS_ALIGNMENT = 4096;
 
+/** One read: where it starts in the file, how much, and where it lands in the GPU buffer. */
 export interface ReadShape {
   offset: number;
   /** Bytes to read; undefined means to the end of the file. */
@@ -21,6 +22,7 @@ export interface ReadShape {
 
 const FS_SECTIONS: Record<string, string> = { lustre: 'lustre', beegfs: 'beegfs', gpfs: 'gpfs', wekafs: 'weka', nfs: 'nfs', nfs4: 'nfs' };
 
+/** The route of one read of a file, from the file's prediction and the read's offsets and size. */
 export function predictShape(p: PlatformState, f: PathFacts, file: Prediction, shape: ReadShape): ShapePrediction {
   const reasons: Finding[] = [];
   const notes: Finding[] = [];
