@@ -9,7 +9,7 @@ import type { CuFileConfig } from './cufile-json.js';
 import type { SysRoot } from './sysfs.js';
 import type { Check, GpuState, PlatformFacts } from './types.js';
 
-/** The CUDA driver release P2PDMA needs (CUDA 12.8, driver branch 570). */
+/** The CUDA driver release P2PDMA needs (CUDA 12.8, driver branch 570), as the sentences say. */
 const P2PDMA_MIN_DRIVER = 12080;
 const P2PDMA_MIN_BRANCH = 570;
 
@@ -77,7 +77,7 @@ export function p2pdmaReadiness(root: SysRoot, kernel: P2pdmaReadiness['kernel']
   const missing = [
     ...(r.kernel !== 'available' ? [`a kernel with CONFIG_PCI_P2PDMA (${r.kernel})`] : []),
     ...(r.openDriver === false ? ['the open NVIDIA kernel module (the proprietary one is loaded)'] : []),
-    ...(r.driverBranchOk === false || !r.cudaOk ? [`driver ${P2PDMA_MIN_BRANCH} or later (CUDA ${P2PDMA_MIN_DRIVER / 1000}.8)`] : []),
+    ...(r.driverBranchOk === false || !r.cudaOk ? [`driver ${P2PDMA_MIN_BRANCH} or later (CUDA 12.8)`] : []),
     ...(!r.cufileJson ? ['properties.use_pci_p2pdma: true in cufile.json'] : []),
     ...(r.backend === false ? ['the cuFile driver listing NVME_P2P'] : []),
   ];

@@ -73,6 +73,8 @@ export async function diagnose(paths: string[] = [], options: DiagnoseOptions = 
     const prediction = predict(state, f);
     const checks = pathChecks(state, f, prediction);
     const shape = options.shape && f.type === 'file' ? predictShape(state, f, prediction, options.shape) : undefined;
+    if (options.shape && !shape)
+      checks.push({ id: 'path.shape', status: 'info', title: 'This read', summary: `not predicted: ${f.exists ? `a ${f.type}` : 'the path does not exist'} (a read's shape applies to files)`, data: {} });
     if (shape)
       checks.push({
         id: 'path.shape',
