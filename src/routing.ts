@@ -6,6 +6,7 @@
 import { native } from './binding.js';
 import type { CompatMode } from './config.js';
 import { CuFileError, PenstockError } from './errors.js';
+import { compatModeOn, handleRefusalSentence } from './reasons.js';
 import { cufileUnavailable } from './runtime.js';
 
 /** A fallback explained: a stable code and a sentence for people. */
@@ -33,26 +34,6 @@ export interface FileRoute {
   mapped?: RouteReason;
 }
 
-function refusalSentence(code: string, num: number): string {
-  switch (num) {
-    case 5027:
-      return (
-        `cuFile refused to register this file (${code}, ${num}). cuFile does this when it cannot read the ` +
-        `block device's udev properties (ID_FS_USAGE, ID_FS_TYPE): a container or VM without /run/udev, or a ` +
-        `device udev knows nothing of. It also does it for file systems and devices it does not support. ` +
-        `Run "penstock doctor <file>" for this file's details.`
-      );
-    case 5019:
-      return `cuFile refused the file's open flags (${code}, ${num}): O_APPEND, O_NONBLOCK, O_NOATIME and O_TMPFILE are not supported.`;
-    case 5018:
-      return `cuFile does not support this kind of file (${code}, ${num}); only regular files on supported file systems.`;
-    case 5034:
-      return `I/O to this file system is disabled in cuFile's configuration (denylisted) (${code}, ${num}).`;
-    default:
-      return `cuFileHandleRegister failed with ${code} (${num}); see cufile.log and "penstock doctor <file>".`;
-  }
-}
-
 export class FileRouting {
   #route: FileRoute;
   #handle: number | undefined;
@@ -63,7 +44,7 @@ export class FileRouting {
         ? {
             device: 'posix-device',
             compatMode,
-            reason: { code: 'COMPAT_MODE_ON', message: "compatMode is 'on': cuFile is never used, device I/O is staged through pinned host memory." },
+            reason: compatModeOn(),
           }
         : { device: 'undecided', compatMode };
   }
@@ -99,7 +80,7 @@ export class FileRouting {
         this.#route = {
           device: 'posix-device',
           compatMode: this.#route.compatMode,
-          reason: { code: 'CUFILE_HANDLE_REFUSED', message: refusalSentence(code, num), cufileCode: code, cufileNumber: num },
+          reason: { code: 'CUFILE_HANDLE_REFUSED', message: handleRefusalSentence(code, num), cufileCode: code, cufileNumber: num },
         };
       }
     }

@@ -8,6 +8,7 @@ import { native, type CudaStatus, type CuFileStatus, type CuFileGpuCounters, typ
 import { defaults, fromEnvironment, validate, type Settings } from './config.js';
 import { fromNative, usage, PenstockError } from './errors.js';
 import type { CuFileEvidence } from './stats.js';
+import { cudaProblem, cufileUnavailableReason } from './reasons.js';
 
 let settings: Settings | undefined;
 let poolThreads = 0;
@@ -55,10 +56,7 @@ export function cudaStatus(): CudaStatus {
 
 /** A sentence saying why device memory cannot be used, or undefined when it can. */
 export function cudaUnavailableReason(s: CudaStatus = cudaStatus()): string | undefined {
-  if (!s.loaded) return `the CUDA driver library (${s.path}) could not be loaded: ${s.error ?? 'unknown error'}`;
-  if (!s.initialized) return `cuInit failed with ${s.initError?.code ?? 'an error'}: ${s.initError?.message ?? ''}`.trim();
-  if (!s.deviceCount) return 'the CUDA driver reports no GPU';
-  return undefined;
+  return cudaProblem(s);
 }
 
 /** Throws `ERR_PENSTOCK_NO_CUDA` (or the CUDA error) when device memory cannot be used. */
@@ -168,19 +166,7 @@ export function cufileStatus(): CuFileStatus {
 
 /** Why cuFile cannot be used at all in this process, as {code, message}, or undefined. */
 export function cufileUnavailable(): { code: string; message: string } | undefined {
-  const s = cufileStatus();
-  if (!s.loaded)
-    return {
-      code: 'CUFILE_NOT_LOADED',
-      message: `cuFile (${s.path}) could not be loaded: ${s.error ?? 'unknown error'}. Install NVIDIA's GPUDirect Storage (libcufile) or point PENSTOCK_CUFILE_LIBRARY at it.`,
-    };
-  if (!hasGpu()) return { code: 'NO_CUDA', message: `cuFile needs a GPU: ${cudaUnavailableReason()}` };
-  if (!s.driverOpen)
-    return {
-      code: 'CUFILE_DRIVER_OPEN_FAILED',
-      message: `cuFileDriverOpen failed with ${s.driverError?.code ?? 'an error'} (${s.driverError?.number ?? '?'}); see cufile.log and "penstock doctor".`,
-    };
-  return undefined;
+  return cufileUnavailableReason(cufileStatus(), hasGpu() ? undefined : cudaUnavailableReason());
 }
 
 /** Level-3 counters summed over GPUs, or null where cuFile keeps none. */

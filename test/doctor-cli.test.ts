@@ -118,9 +118,9 @@ describe('penstock doctor on this machine', () => {
     assert.equal(find(rep.paths[0]!.checks, 'path.exists').data?.type, 'directory');
   });
 
-  test('an unknown option is the doctor failing: exit 1 with usage', () => {
+  test('an unknown option is a usage error: exit 2 with usage', () => {
     const r = doctor(['--frobnicate']);
-    assert.equal(r.code, 1);
+    assert.equal(r.code, 2);
     assert.match(r.stderr, /usage: penstock doctor/);
   });
 
@@ -135,5 +135,64 @@ describe('penstock doctor on this machine', () => {
     assert.equal(find(p.checks, 'path.mount').data?.mountPoint, '/data');
     assert.equal(find(rep.platform, 'platform.nvidia_fs').status, 'pass');
     assert.equal(find(rep.platform, 'platform.env').data?.PENSTOCK_DOCTOR_ROOT, root);
+  });
+});
+
+describe('penstock doctor: conventions', () => {
+  const GDSCHECK = path.join(repoRoot, 'test/fixtures/doctor/gdscheck/gds-1.7-nvme-unregistered.txt');
+  const run = (args: string[], input?: string) => {
+    const r = spawnSync(process.execPath, [MAIN, 'doctor', ...args], { env: cleanEnv(), cwd: repoRoot, encoding: 'utf8', timeout: 120_000, ...(input !== undefined ? { input } : {}) });
+    return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  };
+
+  test('--help: exit 0, every line under 80 columns, the exit statuses stated', () => {
+    const r = run(['--help']);
+    assert.equal(r.code, 0);
+    assert.match(r.stdout, /^usage: penstock doctor/);
+    for (const line of r.stdout.split('\n')) assert.ok(line.length < 80, `under 80 columns: ${line}`);
+    assert.match(r.stdout, /Exit status: 0 report made, 1 a path does not exist or the doctor failed,\n2 bad usage, 3 --require-gds/);
+    assert.equal(run(['-h']).stdout, r.stdout);
+  });
+
+  test('a path that does not exist: reported, exit 1', () => {
+    const missing = path.join(tmpDir(), 'no-such-file.bin');
+    const r = run(['--json', missing]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, new RegExp(`${missing.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: no such file or directory`));
+    const rep = JSON.parse(r.stdout) as DoctorReport;
+    assert.equal(find(rep.paths[0]!.checks, 'path.exists').data?.exists, false);
+  });
+
+  test('bad numbers and conflicting options are usage errors: exit 2', () => {
+    assert.equal(run(['--offset', 'soon', '.']).code, 2);
+    assert.equal(run(['--size', '-5', '.']).code, 2);
+    assert.equal(run(['--gdscheck', GDSCHECK, '.']).code, 2);
+  });
+
+  test('--offset and --size predict that read', () => {
+    const { file } = makeFile(1 << 20);
+    const r = run(['--json', '--offset', '4097', '--size', '64KiB', file]);
+    assert.equal(r.code, 0, r.stderr);
+    const p = (JSON.parse(r.stdout) as DoctorReport).paths[0]!;
+    assert.equal(p.shape?.offset, 4097);
+    assert.equal(p.shape?.size, 65536);
+    assert.ok(find(p.checks, 'path.shape'));
+  });
+
+  test('--gdscheck FILE and --gdscheck - (stdin)', () => {
+    const r = run(['--gdscheck', GDSCHECK]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^penstock doctor --gdscheck \(.*gds-1\.7-nvme-unregistered\.txt, GDS 1\.7\.1\.12\)$/m);
+    assert.match(r.stdout, /✗ cuFile back ends {4}direct: none/);
+    const j = run(['--gdscheck', '-', '--json'], fs.readFileSync(GDSCHECK, 'utf8'));
+    assert.equal(j.code, 0, j.stderr);
+    const rep = JSON.parse(j.stdout) as { source: string; checks: Check[] };
+    assert.equal(rep.source, 'stdin');
+    assert.equal(find(rep.checks, 'platform.nvidia_fs').status, 'pass');
+    assert.equal(run(['--gdscheck', '-', '--require-gds'], fs.readFileSync(GDSCHECK, 'utf8')).code, 3);
+    const junk = run(['--gdscheck', '-'], 'hello\n');
+    assert.equal(junk.code, 1);
+    assert.match(junk.stderr, /does not look like gdscheck -p output/);
+    assert.equal(run(['--gdscheck', path.join(tmpDir(), 'absent.txt')]).code, 1);
   });
 });

@@ -127,7 +127,7 @@ describe('a GDS-ready NVMe host', () => {
   test('PENSTOCK_COMPAT_MODE=on keeps penstock away from cuFile', async () => {
     const r = await run('gds-nvme', ['/data/model.bin'], facts, { PENSTOCK_COMPAT_MODE: 'on' });
     assert.equal(r.paths[0]!.prediction.route, 'posix-device');
-    assert.deepEqual(codes(r.paths[0]!), ['PENSTOCK_COMPAT_ON']);
+    assert.deepEqual(codes(r.paths[0]!), ['COMPAT_MODE_ON']);
   });
 
   test('compat not allowed: what cannot go direct is refused by cuFile and staged by penstock', async () => {
@@ -201,8 +201,8 @@ describe('a container without /run/udev', () => {
     assert.equal(check(data!.checks, 'path.block_device').data?.majmin, '259:1');
     assert.equal(check(data!.checks, 'path.exists').data?.type, 'file');
     assert.equal(rootfs!.prediction.route, 'posix-device');
-    assert.deepEqual(codes(rootfs!), ['NO_UDEV', 'FS_NOT_SUPPORTED']);
-    assert.match(rootfs!.prediction.blockers[1]!.message, /^overlay is not supported by cuFile: only compat mode/);
+    assert.deepEqual(codes(rootfs!), ['NO_UDEV', 'FS_COMPAT_ONLY']);
+    assert.match(rootfs!.prediction.blockers[1]!.message, /^overlay is read by cuFile only in compat mode/);
     const hints = check(r.platform, 'platform.container').data?.hints as string[];
     assert.deepEqual(hints, ['/.dockerenv (Docker)', "PID 1's cgroup names docker"]);
     assert.equal(check(r.platform, 'platform.udev').fix, 'mount /run/udev into the container (read-only is enough)');
@@ -226,8 +226,8 @@ describe('file systems', () => {
     const r = await run('tmpfs', ['/dev/shm/model.bin'], facts);
     const p = r.paths[0]!;
     assert.equal(p.prediction.route, 'cufile-compat');
-    assert.deepEqual(codes(p), ['FS_NOT_SUPPORTED']);
-    assert.match(p.prediction.blockers[0]!.message, /^tmpfs is not supported by cuFile: only compat mode/);
+    assert.deepEqual(codes(p), ['FS_COMPAT_ONLY']);
+    assert.match(p.prediction.blockers[0]!.message, /^tmpfs is read by cuFile only in compat mode/);
     assert.equal(check(p.checks, 'path.mount').data?.mountPoint, '/dev/shm');
     assert.equal(check(p.checks, 'path.block_device').status, 'info');
     assert.equal(check(p.checks, 'path.udev').summary, 'not needed (no block device)');

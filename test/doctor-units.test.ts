@@ -7,44 +7,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { repoRoot, tmpDir } from './helpers.js';
+import { BASE, FACTS, tree } from './doctor-trees.js';
 import { diagnose, type PlatformFacts } from '../src/doctor/index.js';
 import { stripJsonComments } from '../src/doctor/cufile-json.js';
 import { findMount, parseMounts } from '../src/doctor/paths.js';
 import { normalizeBdf, relation, type PciLocation } from '../src/doctor/pci.js';
 import { decodeBackends, formatVersion } from '../src/doctor/platform.js';
-
-/** Writes a tree: a string value is a file's content, `{ link }` a symbolic link. */
-function tree(name: string, files: Record<string, string | Buffer | { link: string }>, from?: string): string {
-  const root = path.join(tmpDir(), name);
-  if (from) fs.cpSync(from, root, { recursive: true, verbatimSymlinks: true });
-  for (const [rel, v] of Object.entries(files)) {
-    const p = path.join(root, rel);
-    fs.mkdirSync(path.dirname(p), { recursive: true });
-    fs.rmSync(p, { force: true, recursive: true });
-    if (typeof v === 'object' && !Buffer.isBuffer(v)) fs.symlinkSync(v.link, p);
-    else fs.writeFileSync(p, v);
-  }
-  return root;
-}
-
-const FACTS: PlatformFacts = {
-  cuda: { loaded: true, path: 'libcuda.so.1', initialized: true, driverVersion: 12080, deviceCount: 1 },
-  gpus: [{ ordinal: 0, name: 'NVIDIA L40S', totalMemory: 48 * 2 ** 30, pciBusId: '00000000:01:00.0', computeCapability: [8, 9] }],
-  cufile: {
-    loaded: true, path: 'libcufile.so.0', version: 1150, driverOpen: true, statsLevel: 3,
-    props: {
-      nvfsMajor: 2, nvfsMinor: 17, pollThresholdKiB: 4, maxDirectIoKiB: 16384, dstatusflags: (1 << 4) | (1 << 5), dcontrolflags: 2,
-      fflags: 0, maxDeviceCacheKiB: 0, perBufferCacheKiB: 0, maxDevicePinnedKiB: 0, maxBatchIo: 128, maxBatchIoTimeoutMs: 5,
-    },
-  },
-};
-
-/** What every tree below shares: nvidia-fs loaded and a udev database. */
-const BASE = {
-  'proc/driver/nvidia-fs/version': 'version: 2.17\n',
-  'dev/nvidia-fs0': '',
-  'run/udev/data/b1:1': 'E:ID_FS_TYPE=none\n',
-};
 
 describe('cufile.json comments', () => {
   test('comments go; slashes and quotes inside strings stay', () => {
@@ -169,7 +137,7 @@ describe('block layouts', () => {
       ...BASE,
       'proc/mounts': '/dev/md0 /raid xfs rw,relatime 0 0\n',
       'stat.json': JSON.stringify({ '/raid/f': { dev: '9:0' } }),
-      'run/udev/data/b9:0': 'E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=xfs\n',
+      'run/udev/data/b9:0': 'E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=xfs\nE:MD_LEVEL=raid0\n',
       'sys/dev/block/9:0': { link: '../../devices/virtual/block/md0' },
       'sys/dev/block/259:0': { link: `../../${NV0}/nvme/nvme0/nvme0n1` },
       [`sys/${NV0}/nvme/nvme0/nvme0n1/dev`]: '259:0\n',

@@ -8,8 +8,9 @@ const HELP = `penstock — move file data straight between storage and GPU memor
 
 Usage:
   penstock demo [--size 256MiB] [--file PATH] [--host]   read a sample file into GPU memory, verify it, show the route
-  penstock doctor [PATH...] [--json] [--probe] [--require-gds]
+  penstock doctor [PATH...] [--json] [--probe] [--require-gds] [--offset N] [--size N]
                                                          say which path each file will take, and why
+  penstock doctor --gdscheck FILE|-                      judge a 'gdscheck -p' report from another machine
   penstock bench [FILE] [--size 1GiB] [--target device|host] [--op read|write] [--threads 1,4,16]
                  [--task-size 4MiB] [--cold] [--repeat 5] [--json OUT]
                                                          measure throughput, with the route of every number

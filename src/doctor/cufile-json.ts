@@ -2,6 +2,7 @@
  * cuFile's configuration file: JSON that allows comments. Only the keys that change which route
  * a file takes, or where the evidence goes, are picked out.
  */
+import { parseBooleanWord } from '../reasons.js';
 import type { SysRoot } from './sysfs.js';
 
 /**
@@ -48,6 +49,25 @@ export interface CuFileConfig {
   loggingLevel?: string;
   loggingDir?: string;
   cufileStats?: number;
+  /** properties.max_device_pinned_mem_size_kb: how much GPU memory cuFile may pin (through BAR1). */
+  maxDevicePinnedKb?: number;
+  /** properties.per_buffer_cache_size_kb: the bounce buffer unaligned and unregistered I/O goes through. */
+  perBufferCacheKb?: number;
+  /** properties.max_direct_io_size_kb: the largest piece cuFile sends down at once. */
+  maxDirectIoKb?: number;
+  /** properties.rdma_dev_addr_list: the NICs distributed file systems may use for RDMA. */
+  rdmaDevAddrList?: string[];
+  /** fs.generic.posix_unaligned_writes: unaligned writes through POSIX. */
+  posixUnalignedWrites?: boolean;
+  /** fs.<name>.posix_gds_min_kb: I/O below this size goes through POSIX on that file system. */
+  posixGdsMinKb: Record<string, number>;
+  /** denylist.*: drivers, devices, mount points and file systems cuFile must not use directly. */
+  denylist: { drivers: string[]; devices: string[]; mounts: string[]; filesystems: string[] };
+  /** execution.max_io_threads and execution.parallel_io. */
+  maxIoThreads?: number;
+  parallelIo?: boolean;
+  /** The whole parsed file (comments removed), when it parsed. */
+  json?: unknown;
 }
 
 function pick(obj: unknown, ...keys: string[]): unknown {
@@ -62,11 +82,15 @@ function pick(obj: unknown, ...keys: string[]): unknown {
 const bool = (v: unknown) => (typeof v === 'boolean' ? v : undefined);
 const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
 const num = (v: unknown) => (typeof v === 'number' ? v : undefined);
+const strings = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
 
 export function readCuFileConfig(root: SysRoot, env: NodeJS.ProcessEnv): CuFileConfig {
   const override = env.CUFILE_ENV_PATH_JSON;
   const file = override ? override : '/etc/cufile.json';
-  const cfg: CuFileConfig = { path: file, source: override ? 'CUFILE_ENV_PATH_JSON' : 'default', found: false };
+  const cfg: CuFileConfig = {
+    path: file, source: override ? 'CUFILE_ENV_PATH_JSON' : 'default', found: false,
+    posixGdsMinKb: {}, denylist: { drivers: [], devices: [], mounts: [], filesystems: [] },
+  };
   const text = root.text(file);
   if (text === undefined) return cfg;
   cfg.found = true;
@@ -83,14 +107,30 @@ export function readCuFileConfig(root: SysRoot, env: NodeJS.ProcessEnv): CuFileC
   cfg.loggingLevel = str(pick(json, 'logging', 'level'));
   cfg.loggingDir = str(pick(json, 'logging', 'dir'));
   cfg.cufileStats = num(pick(json, 'profile', 'cufile_stats'));
+  cfg.json = json;
+  const set = <K extends keyof CuFileConfig>(k: K, v: CuFileConfig[K] | undefined) => {
+    if (v !== undefined) cfg[k] = v;
+  };
+  set('maxDevicePinnedKb', num(pick(json, 'properties', 'max_device_pinned_mem_size_kb')));
+  set('perBufferCacheKb', num(pick(json, 'properties', 'per_buffer_cache_size_kb')));
+  set('maxDirectIoKb', num(pick(json, 'properties', 'max_direct_io_size_kb')));
+  const rdma = pick(json, 'properties', 'rdma_dev_addr_list');
+  if (Array.isArray(rdma)) cfg.rdmaDevAddrList = strings(rdma);
+  set('posixUnalignedWrites', bool(pick(json, 'fs', 'generic', 'posix_unaligned_writes')));
+  const fsSection = pick(json, 'fs');
+  if (fsSection && typeof fsSection === 'object')
+    for (const [name, v] of Object.entries(fsSection as Record<string, unknown>)) {
+      const min = num(pick(v, 'posix_gds_min_kb'));
+      if (min !== undefined) cfg.posixGdsMinKb[name] = min;
+    }
+  for (const k of ['drivers', 'devices', 'mounts', 'filesystems'] as const) cfg.denylist[k] = strings(pick(json, 'denylist', k));
+  set('maxIoThreads', num(pick(json, 'execution', 'max_io_threads')));
+  set('parallelIo', bool(pick(json, 'execution', 'parallel_io')));
   return cfg;
 }
 
 /** A cuFile boolean environment variable: undefined when unset or not a boolean. */
 export function envFlag(env: NodeJS.ProcessEnv, name: string): boolean | undefined {
   const v = env[name];
-  if (v === undefined || v === '') return undefined;
-  if (/^(1|true|yes|on)$/i.test(v)) return true;
-  if (/^(0|false|no|off)$/i.test(v)) return false;
-  return undefined;
+  return v === undefined || v === '' ? undefined : parseBooleanWord(v);
 }

@@ -9,15 +9,19 @@ import { pathChecks } from './path-checks.js';
 import { inspectPath } from './paths.js';
 import { inspectPlatform } from './platform.js';
 import { predict, verdictLine } from './predict.js';
+import { predictShape, shapeLine } from './shape.js';
 import { judgeProbe, runProbe } from './probe.js';
 import { SysRoot } from './sysfs.js';
+import { ROUTE_RANK } from '../reasons.js';
+import { checkLength } from '../validate.js';
 import type { Route } from '../stats.js';
 import type { DiagnoseOptions, DoctorReport, PathReport, PredictedRoute, Prediction, ProbeResult } from './types.js';
 
 export type {
-  Check, CheckStatus, DiagnoseOptions, DoctorReport, Finding, PathReport, PlatformFacts, PredictedRoute, Prediction, ProbeResult,
+  Check, CheckStatus, DiagnoseOptions, DoctorReport, Finding, PathReport, PlatformFacts, PredictedRoute, Prediction, ProbeResult, ShapePrediction,
 } from './types.js';
-export { render, type RenderOptions } from './report.js';
+export { render, renderGdscheck, type RenderOptions } from './report.js';
+export { readGdscheck, type GdscheckReport, type GdscheckParsed } from './gdscheck.js';
 
 const DEFAULT_PROBE_BYTES = 4 * 1024 * 1024;
 const DEFAULT_PROBE_TIMEOUT_MS = 60_000;
@@ -39,13 +43,11 @@ export function effectiveRoute(p: PathReport): PredictedRoute | Route {
   return m && m !== 'cufile-unknown' ? m : p.prediction.route;
 }
 
-const RANK: Record<string, number> = { gds: 3, 'cufile-compat': 2, 'cufile-unknown': 2, 'posix-device': 1, 'posix-host': 0 };
-
 /** The verdict when the measurement contradicts the prediction: the measurement stands. */
 function disagreement(probe: ProbeResult, prediction: Prediction): string {
   const head = `${probe.route} measured, ${prediction.route} predicted`;
   if (probe.reason) return `${head}: ${probe.reason.message}`;
-  if (RANK[probe.route!]! > RANK[prediction.route]!)
+  if (ROUTE_RANK[probe.route!] > ROUTE_RANK[prediction.route])
     return `${head}: ${prediction.blockers[0] ? `"${prediction.blockers[0].message}" did not stop it here` : 'better than expected'}`;
   return `${head}: cuFile staged the data although nothing checked here stands in the way; set logging.level to INFO in cufile.json and read cufile.log`;
 }
@@ -55,6 +57,11 @@ function disagreement(probe: ProbeResult, prediction: Prediction): string {
  * of device reads; with `probe`, also measures it in a child process.
  */
 export async function diagnose(paths: string[] = [], options: DiagnoseOptions = {}): Promise<DoctorReport> {
+  if (options.shape) {
+    checkLength(options.shape.offset, 'shape.offset');
+    if (options.shape.size !== undefined) checkLength(options.shape.size, 'shape.size');
+    if (options.shape.targetOffset !== undefined) checkLength(options.shape.targetOffset, 'shape.targetOffset');
+  }
   const root = new SysRoot(options.root ?? '/');
   const env = options.env ?? process.env;
   const facts = options.facts ?? liveFacts();
@@ -65,6 +72,18 @@ export async function diagnose(paths: string[] = [], options: DiagnoseOptions = 
     const f = inspectPath(root, resolved, state.gpus);
     const prediction = predict(state, f);
     const checks = pathChecks(state, f, prediction);
+    const shape = options.shape && f.type === 'file' ? predictShape(state, f, prediction, options.shape) : undefined;
+    if (options.shape && !shape)
+      checks.push({ id: 'path.shape', status: 'info', title: 'This read', summary: `not predicted: ${f.exists ? `a ${f.type}` : 'the path does not exist'} (a read's shape applies to files)`, data: {} });
+    if (shape)
+      checks.push({
+        id: 'path.shape',
+        status: shape.route === 'gds' ? 'pass' : 'warn',
+        title: 'This read',
+        summary: shapeLine(shape),
+        ...(shape.notes.length ? { fix: shape.notes.map((n) => n.message).join('; ') } : {}),
+        data: { ...shape },
+      });
     let probe: ProbeResult | undefined;
     if (options.probe) {
       const raw: ProbeResult = !root.live
@@ -74,14 +93,19 @@ export async function diagnose(paths: string[] = [], options: DiagnoseOptions = 
           : !f.exists
             ? { status: 'skipped', message: 'the path does not exist: nothing to measure' }
             : await runProbe(f.examined, f.type === 'directory', {
-              bytes: options.probeBytes ?? DEFAULT_PROBE_BYTES,
+              bytes: shape ? shape.size : options.probeBytes ?? DEFAULT_PROBE_BYTES,
+              offset: shape?.offset ?? 0,
+              targetOffset: shape?.targetOffset ?? 0,
+              cufileConfig: state.cufileConfig.json,
               timeoutMs: options.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS,
               env,
               ...(options.probeScript ? { script: options.probeScript } : {}),
             });
-      const judged = judgeProbe(raw, prediction);
+      const expected = shape ? (shape.route === 'gds-bounce' ? 'gds' : shape.route) : prediction.route;
+      const judged = judgeProbe(raw, prediction, expected);
       probe = judged.result;
       checks.push(judged.check);
+      if (judged.logCheck) checks.push(judged.logCheck);
     }
     const verdict = probe?.agrees === false && probe.route ? disagreement(probe, prediction) : verdictLine(prediction.route, prediction.blockers);
     checks.push({
@@ -91,7 +115,7 @@ export async function diagnose(paths: string[] = [], options: DiagnoseOptions = 
       summary: verdictLine(prediction.route, prediction.blockers),
       data: { route: prediction.route, blockers: prediction.blockers, warnings: prediction.warnings },
     });
-    reports.push({ path: given, resolved, checks, prediction, ...(probe ? { probe } : {}), verdict });
+    reports.push({ path: given, resolved, checks, prediction, ...(shape ? { shape } : {}), ...(probe ? { probe } : {}), verdict });
   }
   return {
     schema: 1,

@@ -83,6 +83,14 @@ export function pathChecks(p: PlatformState, f: PathFacts, prediction: Predictio
     summary: od.state === 'ok' ? 'an O_DIRECT open works' : od.state === 'refused' ? 'the file system refuses O_DIRECT opens (EINVAL)' : `not tested (${od.why})`,
     data: { ...od },
   });
+  if (f.type === 'file' && f.exists)
+    checks.push({
+      id: 'path.flags',
+      status: f.flags === undefined ? 'info' : f.flags.length ? 'fail' : 'pass',
+      title: 'File flags',
+      summary: f.flags === undefined ? 'not known (lsattr unavailable, or not recorded)' : f.flags.length ? f.flags.join(', ') : 'none that cuFile refuses (immutable, append-only, compressed, encrypted, verity)',
+      data: { flags: f.flags ?? null },
+    });
   const pc = f.pcie;
   checks.push({
     id: 'path.pcie',

@@ -2,6 +2,7 @@
  * Per-path facts: the mount and file system behind a path, the block device under it, udev's
  * data for that device, whether O_DIRECT opens work, and how the drive sits relative to the GPU.
  */
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { acsOf, bridgePath, locate, relation, type AcsState, type PcieRelation, type PciLocation } from './pci.js';
@@ -52,6 +53,13 @@ export interface BlockDevice {
   members?: BlockDevice[];
   /** Where the drive's controller sits on PCIe. */
   pci?: PciLocation;
+  /** md: the RAID level (`raid0`, `raid1`, …) from md/level. */
+  mdLevel?: string;
+  /** dm: what the volume is, from the prefix of dm/uuid (`LVM`, `CRYPT`, `mpath`, …), and its name. */
+  dmTarget?: string;
+  dmName?: string;
+  /** NVMe: the namespace's end-to-end protection format (integrity/format), when not `none`. */
+  protection?: string;
 }
 
 function kindOf(name: string, sysPath: string): BlockKind {
@@ -102,6 +110,21 @@ export function blockDevice(root: SysRoot, majmin: string, depth = 0): BlockDevi
     const pci = locate(root, sysPath);
     if (pci) dev.pci = pci;
   }
+  if (kind === 'md') {
+    const level = root.line(`${diskPath}/md/level`);
+    if (level) dev.mdLevel = level;
+  }
+  if (kind === 'dm') {
+    const uuid = root.line(`${diskPath}/dm/uuid`);
+    const target = uuid ? /^([A-Za-z]+)-/.exec(uuid)?.[1] : undefined;
+    if (target) dev.dmTarget = target;
+    const dmName = root.line(`${diskPath}/dm/name`);
+    if (dmName) dev.dmName = dmName;
+  }
+  if (kind === 'nvme') {
+    const pi = root.line(`${diskPath}/integrity/format`);
+    if (pi && pi !== 'none') dev.protection = pi;
+  }
   if ((kind === 'md' || kind === 'dm') && depth < 4) {
     const members = root
       .list(`${diskPath}/slaves`)
@@ -114,6 +137,17 @@ export function blockDevice(root: SysRoot, majmin: string, depth = 0): BlockDevi
   return dev;
 }
 
+/**
+ * A block device's major:minor from its name. Kernels and copied trees differ in which of the
+ * three sysfs views they have, so each is asked in turn: /sys/class/block/NAME/dev,
+ * /sys/block/NAME/dev (whole disks), then the /sys/dev/block/MAJ:MIN link that ends in NAME.
+ */
+export function majminOfName(root: SysRoot, name: string): string | undefined {
+  const direct = root.line(`/sys/class/block/${name}/dev`) ?? root.line(`/sys/block/${name}/dev`);
+  if (direct) return direct;
+  return root.list('/sys/dev/block').find((mm) => path.posix.basename(root.link(`/sys/dev/block/${mm}`) ?? '') === name);
+}
+
 /** The block devices that hold the data: the device itself, or the leaves under md and dm. */
 export function leaves(dev: BlockDevice): BlockDevice[] {
   return dev.members ? dev.members.flatMap(leaves) : [dev];
@@ -124,6 +158,8 @@ export interface UdevData {
   present: boolean;
   usage?: string;
   fsType?: string;
+  /** MD_LEVEL, which md arrays get only from the udev rule that imports mdadm's details. */
+  mdLevel?: string;
 }
 
 export function udevData(root: SysRoot, majmin: string): UdevData {
@@ -133,13 +169,32 @@ export function udevData(root: SysRoot, majmin: string): UdevData {
   const prop = (k: string) => new RegExp(`^E:${k}=(.*)$`, 'm').exec(text)?.[1];
   const usage = prop('ID_FS_USAGE');
   const fsType = prop('ID_FS_TYPE');
-  return { file, present: true, ...(usage !== undefined ? { usage } : {}), ...(fsType !== undefined ? { fsType } : {}) };
+  const mdLevel = prop('MD_LEVEL');
+  return { file, present: true, ...(usage !== undefined ? { usage } : {}), ...(fsType !== undefined ? { fsType } : {}), ...(mdLevel !== undefined ? { mdLevel } : {}) };
 }
 
 /** A recorded root's stand-in for stat(): `/stat.json` maps paths to `{ "dev": "259:1", "type": "file" }`. */
 interface RecordedStat {
   dev?: string;
   type?: 'file' | 'directory' | 'other';
+  size?: number;
+  /** Inode flags as `lsattr` prints them (e.g. `----i---------e-------`). */
+  lsattr?: string;
+}
+
+/** The inode flags that make cuFile (or the kernel's O_DIRECT path) refuse or stage a file. */
+export const FILE_FLAGS: Readonly<Record<string, string>> = { i: 'immutable', a: 'append-only', c: 'compressed', E: 'encrypted', V: 'verity' };
+
+/** The named flags in `lsattr`'s first column. */
+export function parseLsattr(column: string): string[] {
+  return [...new Set([...column].filter((c) => FILE_FLAGS[c]).map((c) => FILE_FLAGS[c]!))];
+}
+
+function liveFlags(p: string): string[] | undefined {
+  // lsattr asks the file system with FS_IOC_GETFLAGS; Node has no way to, and nothing needs root.
+  const r = spawnSync('lsattr', ['-d', p], { encoding: 'utf8', timeout: 5000 });
+  if (r.status !== 0 || !r.stdout) return undefined;
+  return parseLsattr(r.stdout.trim().split(/\s+/)[0] ?? '');
 }
 
 export interface PathFacts {
@@ -153,6 +208,10 @@ export interface PathFacts {
   block?: BlockDevice;
   udev?: UdevData;
   oDirect: { state: 'ok' | 'refused' | 'untested'; why?: string };
+  /** The file's size in bytes (files only). */
+  size?: number;
+  /** Inode flags that matter to cuFile (`immutable`, `append-only`, `compressed`, `encrypted`, `verity`); undefined when unknown. */
+  flags?: string[];
   pcie?: { gpu: number; relation: PcieRelation; bridges: string[]; acs: AcsState[]; others: { gpu: number; relation: PcieRelation }[] };
 }
 
@@ -163,17 +222,17 @@ function majminOf(dev: bigint): string {
   return `${major}:${minor}`;
 }
 
-function statOf(root: SysRoot, p: string, recorded: Record<string, RecordedStat> | undefined): { type: PathFacts['type']; majmin?: string } | { error: string } {
+function statOf(root: SysRoot, p: string, recorded: Record<string, RecordedStat> | undefined): { type: PathFacts['type']; majmin?: string; size?: number } | { error: string } {
   if (!root.live) {
     const r = recorded?.[p];
-    if (r) return { type: r.type ?? 'file', ...(r.dev ? { majmin: r.dev } : {}) };
+    if (r) return { type: r.type ?? 'file', ...(r.dev ? { majmin: r.dev } : {}), ...(r.size !== undefined ? { size: r.size } : {}) };
     if (!root.exists(p)) return { error: 'ENOENT' };
     const st = fs.statSync(root.hostPath(p));
-    return { type: st.isDirectory() ? 'directory' : st.isFile() ? 'file' : 'other' };
+    return { type: st.isDirectory() ? 'directory' : st.isFile() ? 'file' : 'other', ...(st.isFile() ? { size: st.size } : {}) };
   }
   try {
     const st = fs.statSync(p, { bigint: true });
-    return { type: st.isDirectory() ? 'directory' : st.isFile() ? 'file' : 'other', majmin: majminOf(st.dev) };
+    return { type: st.isDirectory() ? 'directory' : st.isFile() ? 'file' : 'other', majmin: majminOf(st.dev), ...(st.isFile() ? { size: Number(st.size) } : {}) };
   } catch (err) {
     return { error: (err as NodeJS.ErrnoException).code ?? 'EIO' };
   }
@@ -209,7 +268,8 @@ export function inspectPath(root: SysRoot, abs: string, gpus: GpuState[]): PathF
     st = statOf(root, examined, recorded);
   }
   const type = 'error' in st ? 'other' : st.type;
-  const facts: PathFacts = { examined, exists, type, ...(statError ? { statError } : {}), oDirect: { state: 'untested' } };
+  const size = !('error' in st) && exists ? st.size : undefined;
+  const facts: PathFacts = { examined, exists, type, ...(statError ? { statError } : {}), ...(size !== undefined ? { size } : {}), oDirect: { state: 'untested' } };
 
   const mount = findMount(parseMounts(root.text('/proc/mounts') ?? ''), examined);
   if (mount) facts.mount = mount;
@@ -219,7 +279,7 @@ export function inspectPath(root: SysRoot, abs: string, gpus: GpuState[]): PathF
   let majmin = 'error' in st ? undefined : st.majmin;
   if ((!majmin || !root.link(`/sys/dev/block/${majmin}`)) && mount?.device.startsWith('/dev/')) {
     const name = path.posix.basename(root.link(mount.device) ?? mount.device);
-    majmin = root.line(`/sys/class/block/${name}/dev`) ?? majmin;
+    majmin = majminOfName(root, name) ?? majmin;
   }
   if (majmin) {
     facts.majmin = majmin;
@@ -230,6 +290,10 @@ export function inspectPath(root: SysRoot, abs: string, gpus: GpuState[]): PathF
     }
   }
 
+  if (exists && type === 'file') {
+    const flags = root.live ? liveFlags(examined) : recorded?.[examined]?.lsattr !== undefined ? parseLsattr(recorded[examined]!.lsattr!) : undefined;
+    if (flags) facts.flags = flags;
+  }
   if (root.live && type === 'file') facts.oDirect = tryODirect(examined);
   else facts.oDirect = { state: 'untested', why: !root.live ? 'recorded root: no real open' : type === 'directory' ? 'a directory: O_DIRECT is checked on files' : 'not a regular file' };
 

@@ -3,8 +3,9 @@
  * environment, udev, IOMMU, and whether this is a container or a VM.
  */
 import zlib from 'node:zlib';
-import { formatSize, fromEnvironment, type CompatMode } from '../config.js';
-import { cudaUnavailableReason } from '../runtime.js';
+import { defaults, formatSize, fromEnvironment, type CompatMode } from '../config.js';
+import { cudaProblem as describeCudaProblem, cufileUnavailableReason, compatModeOn } from '../reasons.js';
+import { cufileSettingsCheck, driverStackChecks, nvidiaKernelModule, p2pdmaReadiness } from './driver-stack.js';
 import { envFlag, readCuFileConfig, type CuFileConfig } from './cufile-json.js';
 import { bar1Bytes, locate, normalizeBdf, pciDevicePath } from './pci.js';
 import type { SysRoot } from './sysfs.js';
@@ -55,7 +56,7 @@ export function inspectPlatform(root: SysRoot, facts: PlatformFacts, env: NodeJS
 
   // CUDA driver and GPUs
   const { cuda } = facts;
-  const cudaProblem = facts.addonError ?? cudaUnavailableReason(cuda);
+  const cudaProblem = facts.addonError ?? describeCudaProblem(cuda);
   const driverVersion = cuda.driverVersion;
   add({
     id: 'platform.cuda.driver',
@@ -78,7 +79,7 @@ export function inspectPlatform(root: SysRoot, facts: PlatformFacts, env: NodeJS
       ...(sysPath ? { sysPath } : {}), ...(bar1 !== undefined ? { bar1Bytes: bar1 } : {}), ...(loc?.numaNode !== undefined ? { numaNode: loc.numaNode } : {}),
     };
   });
-  const geforce = gpus.filter((g) => /geforce/i.test(g.name));
+  const geforce = gpus.filter((g) => isGeForce(g.name));
   add({
     id: 'platform.gpus',
     status: cudaProblem ? 'fail' : geforce.length ? 'warn' : 'pass',
@@ -120,14 +121,10 @@ export function inspectPlatform(root: SysRoot, facts: PlatformFacts, env: NodeJS
   const backends = props ? decodeBackends(props.dstatusflags) : undefined;
   const propsCompat = props ? ((props.dcontrolflags >>> 1) & 1) === 1 : undefined;
   const propsNvfs = props && (props.nvfsMajor || props.nvfsMinor) ? `${props.nvfsMajor}.${props.nvfsMinor}` : undefined;
-  let cufileProblem: PlatformState['cufileProblem'];
-  if (!cufile.loaded) cufileProblem = { code: 'CUFILE_NOT_LOADED', message: "install NVIDIA's GPUDirect Storage package (libcufile): penstock stages every read itself without it" };
-  else if (cudaProblem) cufileProblem = { code: 'NO_CUDA', message: 'cuFile needs a usable GPU' };
-  else if (!cufile.driverOpen)
-    cufileProblem = {
-      code: 'CUFILE_DRIVER_OPEN_FAILED',
-      message: `cuFileDriverOpen failed with ${cufile.driverError?.code ?? 'an error'}${cufile.driverError?.number ? ` (${cufile.driverError.number})` : ''}: read cufile.log and fix what it names`,
-    };
+  const unavailable = cufileUnavailableReason(cufile, cudaProblem);
+  const cufileProblem: PlatformState['cufileProblem'] = unavailable
+    ? { ...unavailable, check: unavailable.code === 'CUFILE_NOT_LOADED' ? 'platform.cufile.library' : unavailable.code === 'NO_CUDA' ? 'platform.cuda.driver' : 'platform.cufile.driver' }
+    : undefined;
   add({
     id: 'platform.cufile.driver',
     status: !cufile.loaded || cudaProblem ? 'info' : cufile.driverOpen ? 'pass' : 'fail',
@@ -153,7 +150,8 @@ export function inspectPlatform(root: SysRoot, facts: PlatformFacts, env: NodeJS
   const p2pdma: PlatformState['p2pdma'] = !config ? 'unknown' : p2pLine === 'CONFIG_PCI_P2PDMA=y' ? 'available' : 'absent';
   const cfg = readCuFileConfig(root, env);
   const usePciP2pdma = cfg.usePciP2pdma === true;
-  const p2pPath = p2pdma === 'available' && usePciP2pdma && (driverVersion ?? 0) >= 12080;
+  const p2p = p2pdmaReadiness(root, p2pdma, nvidiaKernelModule(root), driverVersion, cfg, backends);
+  const p2pPath = p2p.ready;
   add({
     id: 'platform.nvidia_fs',
     status: nvfsLoaded ? (nvfsDevices ? 'pass' : 'fail') : p2pPath ? 'info' : 'fail',
@@ -179,6 +177,9 @@ export function inspectPlatform(root: SysRoot, facts: PlatformFacts, env: NodeJS
   });
 
   add(configCheck(cfg));
+  add(cufileSettingsCheck(cfg, gpus));
+  const stack = driverStackChecks(root, facts, gpus, env, p2p);
+  stack.checks.forEach(add);
   const compat = compatState(env, cfg, propsCompat);
   add(compat.check);
   const vars = Object.keys(env).filter((k) => /^(CUFILE_|PENSTOCK_)/.test(k)).sort();
@@ -226,6 +227,11 @@ export function inspectPlatform(root: SysRoot, facts: PlatformFacts, env: NodeJS
     ...(compat.forced ? { forceCompat: compat.forced } : {}),
     p2pdma,
     usePciP2pdma,
+    p2pPath,
+    ...(stack.wsl ? { wsl: stack.wsl } : {}),
+    nvidiaPeermem: stack.peermem,
+    cufileConfig: cfg,
+    gdsThreshold: compat.gdsThreshold,
     penstockCompatMode: compat.penstock,
     udevDatabase,
     container,
@@ -233,6 +239,11 @@ export function inspectPlatform(root: SysRoot, facts: PlatformFacts, env: NodeJS
     iommu: iommu.state,
   };
   return { checks, state };
+}
+
+/** GeForce GPUs get no direct path from cuFile. */
+export function isGeForce(name: string): boolean {
+  return /geforce/i.test(name);
 }
 
 /** What to do when device memory cannot be used, by how far the CUDA driver got. */
@@ -272,9 +283,12 @@ function configCheck(cfg: CuFileConfig): Check {
 
 function compatState(env: NodeJS.ProcessEnv, cfg: CuFileConfig, propsCompat: boolean | undefined) {
   let penstock: CompatMode = 'auto';
+  let gdsThreshold = defaults().gdsThreshold;
   let penstockError: string | undefined;
   try {
-    penstock = fromEnvironment(env).compatMode ?? 'auto';
+    const s = fromEnvironment(env);
+    penstock = s.compatMode ?? 'auto';
+    gdsThreshold = s.gdsThreshold ?? gdsThreshold;
   } catch (err) {
     penstockError = (err as Error).message;
   }
@@ -284,7 +298,7 @@ function compatState(env: NodeJS.ProcessEnv, cfg: CuFileConfig, propsCompat: boo
   const forced = envForce === true ? 'CUFILE_FORCE_COMPAT_MODE' : envForce === undefined && cfg.forceCompatMode ? `force_compat_mode in ${cfg.path}` : undefined;
   const allowed = propsCompat ?? envAllow ?? cfg.allowCompatMode ?? true;
   const problems = [
-    ...(penstock === 'on' ? ["PENSTOCK_COMPAT_MODE=on: penstock never uses cuFile"] : []),
+    ...(penstock === 'on' ? [compatModeOn().message] : []),
     ...(forced ? [`${forced} forces cuFile's compat mode`] : []),
     ...(penstockError ? [penstockError] : []),
   ];
@@ -298,7 +312,7 @@ function compatState(env: NodeJS.ProcessEnv, cfg: CuFileConfig, propsCompat: boo
     ...(problems.length ? { fix: `unset ${[penstock === 'on' ? 'PENSTOCK_COMPAT_MODE' : '', forced ?? ''].filter(Boolean).join(' and ') || 'the invalid setting'} to let files take the direct path` } : {}),
     data: { penstock, cufileAllowed: allowed, cufileForced: forced ?? null },
   };
-  return { check, penstock, allowed, forced };
+  return { check, penstock, allowed, forced, gdsThreshold };
 }
 
 function iommuState(root: SysRoot): { state: PlatformState['iommu']; check: Check } {

@@ -6,7 +6,8 @@
  * outright, so penstock stages the reads itself (`posix-device`); the rest let cuFile accept the
  * file but move the data through host memory itself (`cufile-compat`), when compat is allowed.
  */
-import { udevAdvice } from './platform.js';
+import { compatModeOn, ROUTE_MEANINGS } from '../reasons.js';
+import { isGeForce, udevAdvice } from './platform.js';
 import { leaves, type BlockDevice, type PathFacts } from './paths.js';
 import type { Finding, PlatformState, Prediction } from './types.js';
 
@@ -15,9 +16,8 @@ const DISTRIBUTED: Record<string, string> = { lustre: 'LUSTRE', gpfs: 'GPFS', we
 /** Why cuFile would refuse the file (or penstock would not ask it): each means `posix-device`. */
 function refusals(p: PlatformState, f: PathFacts): Finding[] {
   const out: Finding[] = [];
-  if (p.penstockCompatMode === 'on')
-    out.push({ code: 'PENSTOCK_COMPAT_ON', check: 'platform.compat', message: 'unset PENSTOCK_COMPAT_MODE=on: with it penstock never uses cuFile' });
-  if (p.cufileProblem) out.push({ ...p.cufileProblem, check: p.cufileProblem.code === 'CUFILE_NOT_LOADED' ? 'platform.cufile.library' : 'platform.cufile.driver' });
+  if (p.penstockCompatMode === 'on') out.push({ ...compatModeOn(), check: 'platform.compat' });
+  if (p.cufileProblem) out.push(p.cufileProblem);
   if (f.exists && f.type === 'other')
     out.push({ code: 'NOT_REGULAR_FILE', check: 'path.exists', message: 'cuFile registers only regular files: read a regular file' });
   if (!p.udevDatabase) {
@@ -34,8 +34,23 @@ function refusals(p: PlatformState, f: PathFacts): Finding[] {
       message: `make udev record ${dev} (udevadm trigger --action=change ${dev}): ${f.udev.present ? `${f.udev.file} lacks ID_FS_USAGE or ID_FS_TYPE` : `there is no ${f.udev.file}`}, so cuFile refuses to register files on it (5027)`,
     });
   }
+  const m = f.mount;
+  const deny = p.cufileConfig.denylist;
+  const denied = m && (deny.mounts.some((x) => x === m.mountPoint) ? `mount ${m.mountPoint}` : deny.filesystems.includes(m.fsType) ? `file system ${m.fsType}`
+    : f.block && deny.devices.some((x) => x === `/dev/${f.block!.name}` || x === f.block!.name) ? `device /dev/${f.block.name}` : undefined);
+  if (denied)
+    out.push({ code: 'CUFILE_DENYLISTED', check: 'platform.cufile.settings', message: `remove ${denied} from the deny list in ${p.cufileConfig.path}: cuFile refuses I/O there (5034, IO_DISABLED)` });
+  if (m && NO_MODE.has(m.fsType))
+    out.push({ code: 'FS_REFUSED', check: 'path.fs.supported', message: `cuFile takes no files on ${m.fsType}, not even in compat mode: put the data on ext4 or XFS` });
   return out;
 }
+
+/** File systems on which cuFile is reported to register nothing, compat mode included. */
+const NO_MODE = new Set(['vfat', 'msdos', 'exfat']);
+/** File systems cuFile can read only in compat mode, by their nature (no block device it can DMA to). */
+const COMPAT_ONLY = new Set(['tmpfs', 'ramfs', 'overlay', 'zfs', 'btrfs', 'fuse', 'fuseblk', 'cifs', 'smb3', 'squashfs']);
+/** RDMA file systems whose direct path goes through user-space RDMA (nvidia_peermem and rdma_dev_addr_list). */
+const USERSPACE_RDMA = new Set(['wekafs', 'gpfs']);
 
 /**
  * Whether the open cuFile driver leaves out a back end. An empty list says only that there is no
@@ -43,13 +58,17 @@ function refusals(p: PlatformState, f: PathFacts): Finding[] {
  */
 const lacks = (p: PlatformState, backend: string) => !!p.backends?.length && !p.backends.includes(backend);
 
-function driveObstacles(p: PlatformState, dev: BlockDevice): Finding[] {
+const DM_TARGETS: Record<string, string> = { LVM: 'an LVM logical volume', CRYPT: 'a dm-crypt volume', mpath: 'a dm-multipath device', part: 'a device-mapper partition' };
+
+function driveObstacles(p: PlatformState, dev: BlockDevice, udev?: PathFacts['udev']): Finding[] {
   const check = 'path.block_device';
   switch (dev.kind) {
     case 'nvme':
+      if (dev.protection)
+        return [{ code: 'NVME_PROTECTION_INFO', check, message: `${dev.disk ?? dev.name} is formatted with protection information (${dev.protection}): the direct path needs a namespace without it (nvme format --pi=0, which erases it)` }];
       return !(lacks(p, 'NVME') && lacks(p, 'NVME_P2P'))
         ? []
-        : [{ code: 'NVME_NOT_SUPPORTED', check, message: 'the cuFile driver reports no NVMe support: install the nvidia-fs module that matches this kernel and NVMe driver' }];
+        : [{ code: 'NVME_NOT_SUPPORTED', check, message: 'the cuFile driver reports no NVMe support ("NVMe Driver not registered with nvidia-fs"): use an NVMe driver that registers with nvidia-fs (a GDS-enabled kernel or MOFED NVMe stack) and the nvidia-fs built for it, or the P2PDMA path' }];
     case 'nvme-of':
       return !lacks(p, 'NVMEOF') ? [] : [{ code: 'NVMEOF_NOT_SUPPORTED', check, message: 'the cuFile driver reports no NVMe-oF support: install nvidia-fs with NVMe-oF (RDMA) support' }];
     case 'virtio':
@@ -63,12 +82,20 @@ function driveObstacles(p: PlatformState, dev: BlockDevice): Finding[] {
     case 'md': {
       const bad = (dev.members ? leaves(dev) : []).filter((m) => m.kind !== 'nvme' && m.kind !== 'nvme-of');
       if (!dev.members) return [{ code: 'MD_UNKNOWN_MEMBERS', check, message: `the members of ${dev.name} are not visible: the direct path needs an md array of NVMe drives` }];
-      return bad.length
-        ? [{ code: 'MD_NOT_NVME', check, message: `${dev.name} is an md array over ${bad.map((m) => `${m.name} (${m.kind})`).join(', ')}: the direct path needs NVMe members only` }]
-        : [];
+      if (bad.length)
+        return [{ code: 'MD_NOT_NVME', check, message: `${dev.name} is an md array over ${bad.map((m) => `${m.name} (${m.kind})`).join(', ')}: the direct path needs NVMe members only` }];
+      if (dev.mdLevel && dev.mdLevel !== 'raid0')
+        return [{ code: 'MD_RAID_LEVEL', check, message: `${dev.name} is ${dev.mdLevel}: cuFile's direct path over md is documented for RAID0 only; use RAID0 over NVMe (or plain NVMe)` }];
+      if (udev && udev.present && udev.mdLevel === undefined)
+        return [{ code: 'MD_NO_UDEV_RULE', check: 'path.udev', message: `${udev.file} has no MD_LEVEL: add the udev rule for md arrays that GDS documents (mdadm --detail --export imported for md devices), then udevadm trigger` }];
+      return [];
     }
-    case 'dm':
-      return [{ code: 'DEVICE_MAPPER', check, message: `${dev.name} is a device-mapper volume (LVM, dm-crypt…): no direct path; use a plain NVMe partition or an md array` }];
+    case 'dm': {
+      const what = DM_TARGETS[dev.dmTarget ?? ''] ?? 'a device-mapper volume';
+      const named = dev.dmName ? ` (${dev.dmName})` : '';
+      const under = dev.members?.length ? ` over ${leaves(dev).map((m) => m.name).join(', ')}` : '';
+      return [{ code: 'DEVICE_MAPPER', check, message: `${dev.name}${named} is ${what}${under}: cuFile logs "Unsupported block device: /dev/${dev.name}" and stages it; put the data on a plain NVMe partition or an md RAID0 of NVMe drives` }];
+    }
     default:
       return [{ code: 'UNSUPPORTED_DEVICE', check, message: `${dev.name} is a ${dev.kind} device, not NVMe: no direct path` }];
   }
@@ -77,7 +104,7 @@ function driveObstacles(p: PlatformState, dev: BlockDevice): Finding[] {
 /** What keeps the data off the direct path even when cuFile accepts the file. */
 function directObstacles(p: PlatformState, f: PathFacts): Finding[] {
   const out: Finding[] = [];
-  const p2pPath = p.p2pdma === 'available' && p.usePciP2pdma && (p.driverVersion ?? 0) >= 12080;
+  const p2pPath = p.p2pPath;
   if (!p.nvfsLoaded && !p2pPath)
     out.push({
       code: 'NO_NVIDIA_FS',
@@ -87,8 +114,12 @@ function directObstacles(p: PlatformState, f: PathFacts): Finding[] {
   else if (p.nvfsLoaded && p.nvfsDevices === 0 && !p2pPath)
     out.push({ code: 'NO_NVIDIA_FS_DEVICES', check: 'platform.nvidia_fs', message: 'make /dev/nvidia-fs* visible here (pass the devices into the container)' });
   if (p.forceCompat) out.push({ code: 'COMPAT_FORCED', check: 'platform.compat', message: `remove ${p.forceCompat}: it sends every cuFile read through host memory` });
-  const geforce = p.gpus.find((g) => g.ordinal === 0 && /geforce/i.test(g.name));
+  const geforce = p.gpus.find((g) => g.ordinal === 0 && isGeForce(g.name));
   if (geforce) out.push({ code: 'GEFORCE_GPU', check: 'platform.gpus', message: `GPU 0 is a ${geforce.name}: cuFile gives GeForce GPUs no direct path; use a data-centre or workstation GPU` });
+  if (p.wsl) out.push({ code: 'WSL', check: 'platform.gpu.virtual', message: `this is WSL (${p.wsl}): cuFile runs only in compat mode there; use Linux itself for GPUDirect Storage` });
+  const flags = f.flags ?? [];
+  if (flags.length)
+    out.push({ code: 'FILE_FLAGS', check: 'path.flags', message: `the file is ${flags.join(', ')} (lsattr): cuFile cannot DMA such files directly; copy the data into a plain file (chattr -${flags.map((x) => FLAG_LETTER[x]).join('')} where allowed)` });
 
   const m = f.mount;
   if (!m) {
@@ -97,7 +128,7 @@ function directObstacles(p: PlatformState, f: PathFacts): Finding[] {
   }
   const fsType = m.fsType;
   const drive = (): Finding[] =>
-    f.block ? driveObstacles(p, f.block) : [{ code: 'NO_BLOCK_DEVICE', check: 'path.block_device', message: `no block device was found under this ${fsType} file system: the direct path needs one on NVMe` }];
+    f.block ? driveObstacles(p, f.block, f.udev) : [{ code: 'NO_BLOCK_DEVICE', check: 'path.block_device', message: `no block device was found under this ${fsType} file system: the direct path needs one on NVMe` }];
   if (fsType === 'ext4') {
     if (!m.options.includes('data=ordered'))
       out.push({
@@ -116,6 +147,14 @@ function directObstacles(p: PlatformState, f: PathFacts): Finding[] {
   } else if (DISTRIBUTED[fsType]) {
     if (lacks(p, DISTRIBUTED[fsType]!))
       out.push({ code: 'FS_BACKEND_MISSING', check: 'path.fs.supported', message: `the cuFile driver reports no ${fsType} support: install the ${fsType} client with GPUDirect Storage support` });
+    else if (USERSPACE_RDMA.has(fsType) && !p.nvidiaPeermem)
+      out.push({ code: 'NO_NVIDIA_PEERMEM', check: 'platform.nvidia_peermem', message: `load nvidia_peermem (modprobe nvidia_peermem): ${fsType} reaches GPU memory through user-space RDMA, which cuFile disables without it` });
+    else if (USERSPACE_RDMA.has(fsType) && !p.cufileConfig.rdmaDevAddrList?.length)
+      out.push({ code: 'NO_RDMA_ADDRESSES', check: 'platform.cufile.settings', message: `list the RDMA interfaces' addresses in properties.rdma_dev_addr_list of ${p.cufileConfig.path}: ${fsType} uses no RDMA device without them` });
+  } else if (COMPAT_ONLY.has(fsType) || fsType.startsWith('fuse.')) {
+    out.push({ code: 'FS_COMPAT_ONLY', check: 'path.fs.supported', message: `${fsType} is read by cuFile only in compat mode (it has no NVMe block device cuFile can DMA to): put the data on ext4 or XFS on NVMe` });
+  } else if (NO_MODE.has(fsType)) {
+    // Reported as a refusal above.
   } else {
     out.push({ code: 'FS_NOT_SUPPORTED', check: 'path.fs.supported', message: `${fsType} is not supported by cuFile: only compat mode; put the data on ext4 or XFS on NVMe` });
   }
@@ -169,12 +208,9 @@ export function predict(p: PlatformState, f: PathFacts): Prediction {
   return { route, blockers, warnings: warningsFor(p, f, route) };
 }
 
-const ROUTE_WORDS: Record<Prediction['route'], string> = {
-  gds: 'GPUDirect Storage, DMA between the drive and GPU memory',
-  'cufile-compat': 'cuFile accepts the file but stages it through host memory',
-  'posix-device': "penstock's staged path through pinned host memory",
-  'posix-host': 'no usable GPU: host reads only',
-};
+const ROUTE_WORDS: Record<Prediction['route'], string> = { ...ROUTE_MEANINGS, 'posix-host': 'no usable GPU: host reads only' };
+
+const FLAG_LETTER: Record<string, string> = { immutable: 'i', 'append-only': 'a', compressed: 'c', encrypted: 'E', verity: 'V' };
 
 /** One line: the route, what it means, and the first thing to change (and how many more). */
 export function verdictLine(route: Prediction['route'], blockers: Finding[]): string {

@@ -4,10 +4,9 @@
  * separate process because cuFile can crash inside handle registration on a misconfigured
  * system, and that must not take the doctor down with it.
  *
- * Argument: JSON `{ "path": string, "bytes": number, "create": boolean }`. With `create` the file
- * is written first (the probe of a directory) and removed afterwards.
+ * Argument: JSON `{ "path": string, "bytes": number, "offset": number, "targetOffset": number }`:
+ * read at most `bytes` from `offset` into the GPU buffer at `targetOffset`. The doctor creates and removes the scratch file of a directory probe itself.
  */
-import fs from 'node:fs';
 import { DeviceBuffer, getConfig, hasGpu, open, ROUTES, runtimeInfo, type Route, type RouteCounters } from '../index.js';
 import { PROBE_MARK, type ProbeResult } from './types.js';
 
@@ -15,19 +14,19 @@ function emit(result: ProbeResult): void {
   process.stdout.write(PROBE_MARK + JSON.stringify(result) + '\n');
 }
 
-async function measure(file: string, limit: number): Promise<ProbeResult> {
+async function measure(file: string, limit: number, offset: number, targetOffset: number): Promise<ProbeResult> {
   const f = await open(file, 'r');
   try {
-    const size = Math.min(await f.size(), limit);
+    const size = Math.max(0, Math.min((await f.size()) - offset, limit));
     const threshold = getConfig().gdsThreshold;
     if (size < threshold)
       return {
         status: 'skipped',
         message: `the file holds ${size} bytes, under penstock's gdsThreshold (${threshold}): such reads are staged without asking cuFile, so they show nothing`,
       };
-    using buf = DeviceBuffer.alloc(size);
+    using buf = DeviceBuffer.alloc(size + targetOffset);
     const t0 = process.hrtime.bigint();
-    const bytes = await f.read(buf, { size });
+    const bytes = await f.read(buf, { size, fileOffset: offset, targetOffset });
     const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
     const routes: Partial<Record<Route, RouteCounters>> = {};
     let route: Route | undefined;
@@ -54,19 +53,16 @@ async function measure(file: string, limit: number): Promise<ProbeResult> {
 }
 
 async function main(): Promise<void> {
-  const input = JSON.parse(process.argv[2] ?? '{}') as { path: string; bytes: number; create: boolean };
+  const input = JSON.parse(process.argv[2] ?? '{}') as { path: string; bytes: number; offset?: number; targetOffset?: number };
   if (!hasGpu()) {
     emit({ status: 'skipped', message: 'no GPU: nothing to measure' });
     return;
   }
   try {
-    if (input.create) fs.writeFileSync(input.path, Buffer.alloc(input.bytes, 0x5a), { flag: 'wx' });
-    emit(await measure(input.path, input.bytes));
+    emit(await measure(input.path, input.bytes, input.offset ?? 0, input.targetOffset ?? 0));
   } catch (err) {
     const e = err as { code?: string; message?: string };
     emit({ status: 'failed', message: `${e.code ? `${e.code}: ` : ''}${e.message ?? String(err)}` });
-  } finally {
-    if (input.create) fs.rmSync(input.path, { force: true });
   }
 }
 

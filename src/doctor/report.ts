@@ -2,6 +2,7 @@
  * The report for people: grouped checks with ✓ ✗ ! · marks, the fix under each check that has
  * one, and a verdict per path.
  */
+import type { GdscheckReport } from './gdscheck.js';
 import type { Check, CheckStatus, DoctorReport, PathReport } from './types.js';
 
 const MARKS: Record<CheckStatus, string> = { pass: '✓', fail: '✗', warn: '!', info: '·' };
@@ -16,10 +17,7 @@ export function render(report: DoctorReport, options: RenderOptions): string {
   const paint = (code: string, s: string) => (options.colour ? `\x1b[${code}m${s}\x1b[0m` : s);
   const bold = (s: string) => paint('1', s);
   const lines: string[] = [];
-  const check = (c: Check) => {
-    lines.push(`  ${paint(COLOURS[c.status], MARKS[c.status])} ${c.title.padEnd(TITLE_WIDTH)}${c.summary}`);
-    if (c.fix && c.status !== 'pass') lines.push(`    ${' '.repeat(TITLE_WIDTH)}→ ${c.fix}`);
-  };
+  const check = (c: Check) => lines.push(...checkLines(c, paint));
   lines.push(bold('penstock doctor') + (report.root !== '/' ? ` (recorded root ${report.root})` : ''));
   lines.push('', bold('Platform'));
   report.platform.forEach(check);
@@ -32,7 +30,29 @@ export function render(report: DoctorReport, options: RenderOptions): string {
   return lines.join('\n');
 }
 
-function verdictBlock(p: PathReport, paint: (code: string, s: string) => string): string[] {
+type Paint = (code: string, s: string) => string;
+
+/** A check as text: mark, title and summary, cuFile's quoted lines one per line, then the fix. */
+function checkLines(c: Check, paint: Paint): string[] {
+  const evidence = c.data?.evidence as { line: string; predicted?: boolean }[] | undefined;
+  const summary = evidence ? `${evidence.length} line(s) that explain the outcome:` : c.summary;
+  const out = [`  ${paint(COLOURS[c.status], MARKS[c.status])} ${c.title.padEnd(TITLE_WIDTH)}${summary}`];
+  for (const e of evidence ?? [])
+    out.push(`    ${' '.repeat(TITLE_WIDTH)}» ${e.line}${e.predicted === true ? '  [predicted]' : e.predicted === false ? '  [NOT PREDICTED]' : ''}`);
+  if (c.fix && c.status !== 'pass') out.push(`    ${' '.repeat(TITLE_WIDTH)}→ ${c.fix}`);
+  return out;
+}
+
+/** The text report of a parsed `gdscheck -p` report. */
+export function renderGdscheck(report: GdscheckReport, options: RenderOptions): string {
+  const paint = (code: string, s: string) => (options.colour ? `\x1b[${code}m${s}\x1b[0m` : s);
+  const lines = [paint('1', `penstock doctor --gdscheck (${report.source}, GDS ${report.parsed.gdsVersion ?? 'version unknown'})`), ''];
+  for (const c of report.checks) lines.push(...checkLines(c, paint));
+  lines.push('');
+  return lines.join('\n');
+}
+
+function verdictBlock(p: PathReport, paint: Paint): string[] {
   const direct = p.verdict.startsWith('gds');
   const out = [`  ${paint(direct ? '32;1' : '33;1', 'Verdict:')} ${p.verdict}`];
   const { blockers, warnings } = p.prediction;

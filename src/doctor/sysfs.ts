@@ -21,9 +21,46 @@ export class SysRoot {
     return this.base === '/';
   }
 
-  /** The host path of an absolute path inside the root. */
-  hostPath(p: string): string {
-    return this.live ? p : path.join(this.base, posix.normalize('/' + p));
+  /**
+   * The host path of an absolute path inside the root. In a recorded root, symbolic links met on
+   * the way (say `etc/cufile.json` → `/etc/alternatives/cufile.json`) are followed inside the
+   * root, as the recorded machine would have followed them, never out to this machine's files.
+   * With `keepLast` the last component is not followed (for reading a link itself).
+   */
+  hostPath(p: string, keepLast = false): string {
+    if (this.live) return p;
+    const parts = posix.normalize('/' + p).split('/').filter(Boolean);
+    let cur: string[] = [];
+    for (let hops = 0, i = 0; i < parts.length; i++) {
+      const name = parts[i]!;
+      if (name === '..') {
+        cur.pop();
+        continue;
+      }
+      const next = [...cur, name];
+      const host = path.join(this.base, ...next);
+      let target: string | undefined;
+      if (!(keepLast && i === parts.length - 1)) {
+        try {
+          if (fs.lstatSync(host).isSymbolicLink()) target = fs.readlinkSync(host);
+        } catch {
+          // A missing component: the rest of the path is missing too, which the caller finds out.
+        }
+      }
+      if (target === undefined) {
+        cur = next;
+        continue;
+      }
+      // A loop of links fails, as it does for the kernel (ELOOP): a NUL byte makes every fs call
+      // on the result throw, so it reads as missing and never escapes to this machine's files.
+      if (++hops > 40) return path.join(this.base, '\0ELOOP');
+      const rest = parts.slice(i + 1);
+      const targetParts = target.split('/').filter(Boolean);
+      parts.splice(0, parts.length, ...(target.startsWith('/') ? [] : cur), ...targetParts, ...rest);
+      cur = [];
+      i = -1;
+    }
+    return path.join(this.base, ...cur);
   }
 
   /** The file's text, or undefined when it does not exist or cannot be read. */
@@ -51,7 +88,7 @@ export class SysRoot {
 
   exists(p: string): boolean {
     try {
-      fs.lstatSync(this.hostPath(p));
+      fs.lstatSync(this.hostPath(p, true));
       return true;
     } catch {
       return false;
@@ -73,7 +110,7 @@ export class SysRoot {
    * file holding the target path is accepted too, for trees copied by tools that drop links.
    */
   link(p: string): string | undefined {
-    const host = this.hostPath(p);
+    const host = this.hostPath(p, true);
     let target: string;
     try {
       const st = fs.lstatSync(host);

@@ -5,6 +5,7 @@
 import type { CompatMode } from '../config.js';
 import type { CudaStatus, CuFileStatus, NativeDeviceInfo } from '../binding.js';
 import type { Route, RouteCounters } from '../stats.js';
+import type { CuFileConfig } from './cufile-json.js';
 
 /** `pass` ✓, `fail` ✗ (stands in the way), `warn` ! (works, but worse or unverified), `info` · (a fact). */
 export type CheckStatus = 'pass' | 'fail' | 'warn' | 'info';
@@ -36,7 +37,7 @@ export interface Finding {
  * accepts the file and stages it itself), `posix-device` (penstock's staged path), or
  * `posix-host` (no usable GPU: only host reads are possible).
  */
-export type PredictedRoute = 'gds' | 'cufile-compat' | 'posix-device' | 'posix-host';
+export type PredictedRoute = Extract<Route, 'gds' | 'cufile-compat' | 'posix-device' | 'posix-host'>;
 
 export interface Prediction {
   route: PredictedRoute;
@@ -70,8 +71,32 @@ export interface ProbeResult {
   agrees?: boolean;
   signal?: string;
   exitCode?: number;
-  /** The last lines cuFile logged during the probe, where its log could be found. */
+  /** The lines of cuFile's log (written at TRACE into a private file) that explain the outcome. */
   cufileLog?: string[];
+  /** Each quoted line with the doctor's code for its cause and whether the prediction named it. */
+  cufileEvidence?: { line: string; code?: string; predicted?: boolean }[];
+  /** The parsed lines, between the probe and its judgement (not part of the report). */
+  cufileLines?: import('./cufile-log.js').CuFileLogLine[];
+}
+
+/** The route of one read of a file, by its offset and size (`--offset`, `--size`). */
+export interface ShapePrediction {
+  offset: number;
+  /** Bytes that would be read (clipped at the end of the file). */
+  size: number;
+  /** Where in the target GPU buffer the data lands, when not at its start. */
+  targetOffset?: number;
+  /**
+   * `gds` (direct), `gds-bounce` (cuFile, its unaligned parts through its GPU bounce cache),
+   * `cufile-compat`, `posix-device` or `posix-host`.
+   */
+  route: PredictedRoute | 'gds-bounce';
+  /** The file's own predicted route. */
+  fileRoute: PredictedRoute;
+  /** Why this read takes a different route from the direct one. */
+  reasons: Finding[];
+  /** Facts about this read worth knowing that do not change its route. */
+  notes: Finding[];
 }
 
 export interface PathReport {
@@ -81,6 +106,8 @@ export interface PathReport {
   resolved: string;
   checks: Check[];
   prediction: Prediction;
+  /** The route of the read given by `shape` (offset and size), when one was given. */
+  shape?: ShapePrediction;
   probe?: ProbeResult;
   /** One line: the route and the first thing to do about it. */
   verdict: string;
@@ -125,6 +152,8 @@ export interface DiagnoseOptions {
   probeTimeoutMs?: number;
   /** The script the probe process runs (default: penstock's own probe). */
   probeScript?: string;
+  /** A read to predict (and probe) for each file: its offset and size (default: the whole file). */
+  shape?: { offset: number; size?: number; targetOffset?: number };
 }
 
 /** What the platform checks established, for the per-path predictions. */
@@ -148,6 +177,16 @@ export interface PlatformState {
   forceCompat?: string;
   p2pdma: 'available' | 'absent' | 'unknown';
   usePciP2pdma: boolean;
+  /** Everything the PCI P2PDMA path needs is in place (it stands in for nvidia-fs). */
+  p2pPath: boolean;
+  /** Set when this is WSL (no direct path). */
+  wsl?: string;
+  /** nvidia_peermem loaded (RDMA file systems need it). */
+  nvidiaPeermem: boolean;
+  /** The cufile.json settings the per-path predictions use. */
+  cufileConfig: CuFileConfig;
+  /** penstock's settings in force for the environment (gdsThreshold, compat mode). */
+  gdsThreshold: number;
   penstockCompatMode: CompatMode;
   /** /run/udev/data exists. */
   udevDatabase: boolean;
