@@ -29,6 +29,7 @@ const collector = new FinalizationRegistry<{ ptr: bigint; device: number }>((hel
   }
 });
 
+/** Options of `DeviceBuffer.alloc` and `DeviceBuffer.wrap`. */
 export interface DeviceBufferOptions {
   /** GPU ordinal; default 0. */
   device?: number;
@@ -97,6 +98,7 @@ export class DeviceBuffer {
     return this.#root.owned;
   }
 
+  /** Whether the memory was freed (by `free()`, `using`, or the buffer it is a view of). */
   get freed(): boolean {
     return this.#root.freed;
   }
@@ -166,6 +168,7 @@ export class DeviceBuffer {
     }
   }
 
+  /** Frees the memory at the end of a `using` block (as `free()`). */
   [Symbol.dispose](): void {
     this.free();
   }

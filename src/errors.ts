@@ -40,6 +40,7 @@ export const CORE_ERROR_CODES = {
 export class PenstockError extends Error {
   /** A stable string code, e.g. `ERR_PENSTOCK_OUT_OF_RANGE`. */
   readonly code: string;
+  /** An error with `code` and `message`; `cause` as for `Error`. */
   constructor(code: string, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
@@ -49,6 +50,7 @@ export class PenstockError extends Error {
 
 /** Invalid arguments or use of a closed, freed or foreign object. */
 export class PenstockUsageError extends PenstockError {
+  /** A usage error with its `ERR_PENSTOCK_*` code. */
   constructor(code: string, message: string) {
     super(code, message);
     this.name = 'PenstockUsageError';
@@ -57,9 +59,13 @@ export class PenstockUsageError extends PenstockError {
 
 /** An operating-system error, shaped like Node's own (`fs`) errors. */
 export class PenstockSystemError extends PenstockError {
+  /** The OS error number, negated as Node reports it (e.g. -2 for ENOENT). */
   readonly errno: number;
+  /** The system call that failed, e.g. `open` or `pread`. */
   readonly syscall: string;
+  /** The file concerned, where there is one. */
   readonly path?: string;
+  /** An OS error; the message is built as Node's are (`ENOENT: …, open '/x'`). */
   constructor(code: string, errno: number, syscall: string, message: string, path?: string) {
     super(code, `${code}: ${message}, ${syscall}${path !== undefined ? ` '${path}'` : ''}`);
     this.name = 'PenstockSystemError';
@@ -74,7 +80,9 @@ export class PenstockSystemError extends PenstockError {
 export class CudaError extends PenstockError {
   /** The numeric CUresult. */
   readonly cudaCode: number;
+  /** The driver call that failed, e.g. `cuMemAlloc`. */
   readonly call?: string;
+  /** A CUDA error with the driver's name and number. */
   constructor(code: string, cudaCode: number, message: string, call?: string) {
     super(code, message);
     this.name = 'CudaError';
@@ -87,7 +95,9 @@ export class CudaError extends PenstockError {
 export class CuFileError extends PenstockError {
   /** The numeric cuFile status (5000 + n). */
   readonly cufileCode: number;
+  /** The cuFile call that failed, e.g. `cuFileRead`. */
   readonly call?: string;
+  /** A cuFile error with cuFile's name and number. */
   constructor(code: string, cufileCode: number, message: string, call?: string) {
     super(code, message);
     this.name = 'CuFileError';
@@ -98,6 +108,7 @@ export class CuFileError extends PenstockError {
 
 /** Rejection of an operation cancelled through its AbortSignal (same shape as Node's AbortError). */
 export class AbortError extends PenstockError {
+  /** An abort, with `code` `ABORT_ERR`. */
   constructor(message = 'The operation was aborted', options?: { cause?: unknown }) {
     super('ABORT_ERR', message, options);
     this.name = 'AbortError';

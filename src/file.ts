@@ -31,6 +31,7 @@ const FLAG_TABLE: Record<OpenFlags, { flags: number; read: boolean; write: boole
   'wx+': { flags: fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_EXCL, read: true, write: true },
 };
 
+/** Options of `open()`. */
 export interface OpenOptions {
   /** File mode when creating (default 0o644). */
   mode?: number;
@@ -38,6 +39,7 @@ export interface OpenOptions {
   compatMode?: CompatMode;
 }
 
+/** Options shared by reads and writes. */
 export interface TransferOptions {
   /** Byte offset in the file (default 0). */
   fileOffset?: number;
@@ -49,11 +51,13 @@ export interface TransferOptions {
   onProgress?: (bytesDone: number) => void;
 }
 
+/** Options of `file.read()`. */
 export interface ReadOptions extends TransferOptions {
   /** Byte offset in the target buffer (default 0). */
   targetOffset?: number;
 }
 
+/** Options of `file.write()`. */
 export interface WriteOptions extends TransferOptions {
   /** Byte offset in the source buffer (default 0). */
   sourceOffset?: number;
@@ -93,7 +97,9 @@ export type Memory = DeviceBuffer | HostMemory;
  * one Promise. `close()` (or `await using`) waits for operations in flight.
  */
 export class PenstockFile {
+  /** The path the file was opened with. */
   readonly path: string;
+  /** The flags it was opened with. */
   readonly flags: OpenFlags;
   #fd: number;
   #directFd: number | undefined;
@@ -120,6 +126,7 @@ export class PenstockFile {
     return this.#closing ? -1 : this.#fd;
   }
 
+  /** Whether `close()` was called (or the file was disposed). */
   get closed(): boolean {
     return this.#closing !== undefined;
   }
@@ -154,6 +161,7 @@ export class PenstockFile {
     return this.#stats.snapshot();
   }
 
+  /** Zeroes this file's counters (the process-wide ones are kept). */
   resetStats(): void {
     this.#stats.reset();
   }
@@ -188,6 +196,7 @@ export class PenstockFile {
     return this.#closing;
   }
 
+  /** Closes the file at the end of an `await using` block (as `close()`). */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }

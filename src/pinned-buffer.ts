@@ -16,6 +16,7 @@ const owners = new WeakMap<ArrayBufferLike, PinnedBuffer>();
 export class PinnedBuffer {
   #buffer: ArrayBuffer | undefined;
   #bytes: Uint8Array | undefined;
+  /** Size in bytes. */
   readonly byteLength: number;
   /** Operations in flight that use this memory. */
   busy = 0;
@@ -39,6 +40,7 @@ export class PinnedBuffer {
     return owners.get(buffer);
   }
 
+  /** Whether the memory was freed. */
   get freed(): boolean {
     return this.#buffer === undefined;
   }
@@ -64,6 +66,7 @@ export class PinnedBuffer {
     native().pinnedFree(b);
   }
 
+  /** Frees the memory at the end of a `using` block (as `free()`). */
   [Symbol.dispose](): void {
     this.free();
   }

@@ -3,6 +3,7 @@ import { DeviceBuffer } from './device-buffer.js';
 import { open, type Memory, type TransferOptions } from './file.js';
 import { PinnedBuffer } from './pinned-buffer.js';
 
+/** Options of `readFileToDevice`, `readFileToHost` and `writeFile`. */
 export interface WholeFileOptions extends Pick<TransferOptions, 'signal' | 'onProgress'> {
   /** GPU ordinal for device reads (default 0). */
   device?: number;
