@@ -6,7 +6,8 @@
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
-import fs from 'node:fs';
+import { PenstockError } from './errors.js';
+import { addonLoadMessage } from './addon-load-message.js';
 
 /** A failure described by native code as plain data; `errors.ts` turns it into a typed error. */
 export interface NativeErrorRecord {
@@ -233,37 +234,23 @@ export interface NativeAddon {
   deviceByPciBusId(busId: string): number;
 }
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-
-function locateAddon(): string {
-  // dist/src/binding.js → <package root>/build/Release/penstock.node
-  const candidates = [
-    path.resolve(here, '../../build/Release/penstock.node'),
-    path.resolve(here, '../build/Release/penstock.node'),
-  ];
-  for (const candidate of candidates) if (fs.existsSync(candidate)) return candidate;
-  return candidates[0]!;
-}
+/** The package root: dist/src/binding.js lives two levels below it. */
+const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 let addon: NativeAddon | undefined;
 
-/** Loads the addon once, with one clear message when it cannot be loaded. */
+/**
+ * Loads the addon once: a local build (build/Release) if there is one, else the prebuilt binary
+ * for this platform (prebuilds/<platform>-<arch>), as node-gyp-build resolves them.
+ */
 export function native(): NativeAddon {
   if (addon) return addon;
-  const file = locateAddon();
   try {
     const require = createRequire(import.meta.url);
-    addon = require(file) as NativeAddon;
+    const load = require('node-gyp-build') as (dir: string) => unknown;
+    addon = load(packageRoot) as NativeAddon;
   } catch (cause) {
-    const err = new Error(
-      `penstock: the native addon could not be loaded from ${file}.\n` +
-        `  Causes: the install step did not build it (run "npm rebuild penstock" and read its output;\n` +
-        `  a C++17 compiler, make and python3 are needed), or it was built for another Node.js ABI\n` +
-        `  or platform (rebuild it here). Original error: ${(cause as Error).message}`,
-      { cause },
-    ) as Error & { code: string };
-    err.code = 'ERR_PENSTOCK_ADDON_LOAD';
-    throw err;
+    throw new PenstockError('ERR_PENSTOCK_ADDON_LOAD', addonLoadMessage((cause as Error).message), { cause });
   }
   addon.init();
   return addon;

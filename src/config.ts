@@ -1,12 +1,24 @@
 /**
- * Settings: defaults, `PENSTOCK_*` environment variables, and `configure()`.
+ * Settings: defaults, `PENSTOCK_*` environment variables, and `configure()`, all checked against
+ * one table (`settings-table.ts`).
  */
-import os from 'node:os';
-import { usage } from './errors.js';
+import { usage, type PenstockUsageError } from './errors.js';
+import { describe } from './validate.js';
+import { SETTING_NAMES, SETTINGS_TABLE, SHARED_VARIABLES, type SettingSpec } from './settings-table.js';
+
+export { parseSize, formatSize } from './sizes.js';
+
+/** The codes settings checks throw, with their meanings. */
+export const SETTINGS_ERROR_CODES = {
+  ERR_PENSTOCK_INVALID_SETTING: 'A setting (from configure() or a PENSTOCK_* variable) has a value it does not accept; the message names it, the value and what it accepts.',
+  ERR_PENSTOCK_UNKNOWN_SETTING: 'configure() was given a key that is not a setting; the message names it and suggests a near miss.',
+  ERR_PENSTOCK_CONFLICTING_SETTINGS: 'Two PENSTOCK_* variables set the same setting to different values (e.g. PENSTOCK_DIRECT_IO and PENSTOCK_DIRECT_IO_READ).',
+} as const;
 
 /** How penstock uses cuFile. */
 export type CompatMode = 'auto' | 'on' | 'off';
 
+/** Every setting; the table in the README lists each one's variable, default and allowed values. */
 export interface Settings {
   /**
    * `'auto'` (default): use cuFile where it loads, opens and accepts the file; else the staged
@@ -66,109 +78,139 @@ export interface Settings {
   cufileLibrary: string;
 }
 
-const UNITS: Record<string, number> = {
-  '': 1, b: 1, k: 1024, kb: 1000, kib: 1024, m: 1024 ** 2, mb: 1000 ** 2, mib: 1024 ** 2,
-  g: 1024 ** 3, gb: 1000 ** 3, gib: 1024 ** 3, t: 1024 ** 4, tb: 1000 ** 4, tib: 1024 ** 4,
-};
-
-/** Parses `4MiB`, `16k`, `1GB`, `4096` into bytes. */
-export function parseSize(text: string | number): number {
-  if (typeof text === 'number') return text;
-  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/.exec(text);
-  const unit = m ? UNITS[m[2]!.toLowerCase()] : undefined;
-  if (!m || unit === undefined) throw usage('ERR_PENSTOCK_INVALID_SETTING', `Not a size: '${text}' (try 4MiB, 64KiB, 1GiB)`);
-  return Math.round(Number(m[1]) * unit);
+/** A `PENSTOCK_*` variable whose value cannot be used. */
+export interface EnvironmentProblem {
+  /** `ERR_PENSTOCK_INVALID_SETTING` or `ERR_PENSTOCK_CONFLICTING_SETTINGS`. */
+  code: keyof typeof SETTINGS_ERROR_CODES;
+  /** The variable (for a conflict, the more specific one). */
+  variable: string;
+  /** Its value. */
+  value: string;
+  /** The sentence shown to people. */
+  message: string;
 }
 
-/** Formats bytes with a binary unit: `4 MiB`. */
-export function formatSize(bytes: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let v = bytes;
-  let i = 0;
-  while (v >= 1024 && i < units.length - 1 && Number.isInteger(v / 1024)) {
-    v /= 1024;
-    i++;
-  }
-  if (i === 0 && bytes >= 1024) {
-    while (v >= 1024 && i < units.length - 1) {
-      v /= 1024;
-      i++;
-    }
-    return `${v.toFixed(1)} ${units[i]}`;
-  }
-  return `${v} ${units[i]}`;
-}
-
-function defaultThreads(): number {
-  const cores = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
-  return Math.min(64, Math.max(4, cores));
-}
-
+/** The defaults, as the settings table gives them. */
 export function defaults(): Settings {
-  return {
-    compatMode: 'auto',
-    threads: defaultThreads(),
-    taskSize: 4 * 1024 * 1024,
-    gdsThreshold: 16 * 1024,
-    bounceBufferSize: 'auto',
-    directIoRead: 'auto',
-    directIoWrite: false,
-    writeThreads: 'auto',
-    mappedReads: 'auto',
-    hostStaging: true,
-    cudaLibrary: 'libcuda.so.1',
-    cufileLibrary: 'libcufile.so.0',
-  };
+  const s: Record<string, unknown> = {};
+  for (const name of SETTING_NAMES) s[name] = SETTINGS_TABLE[name].default();
+  return s as unknown as Settings;
 }
 
-function parseBool(name: string, v: string): boolean {
-  if (/^(1|true|yes|on)$/i.test(v)) return true;
-  if (/^(0|false|no|off)$/i.test(v)) return false;
-  throw usage('ERR_PENSTOCK_INVALID_SETTING', `${name}='${v}' is not a boolean (use 1/0, true/false)`);
-}
-
-/** Settings named by `PENSTOCK_*` environment variables. */
-export function fromEnvironment(env: NodeJS.ProcessEnv = process.env): Partial<Settings> {
-  const s: Partial<Settings> = {};
-  const v = (k: string) => {
-    const x = env[k];
+/**
+ * Reads the `PENSTOCK_*` variables of the settings table: the values they set, and every variable
+ * whose value cannot be used (each named with its value), without throwing.
+ */
+export function readEnvironment(env: NodeJS.ProcessEnv = process.env): { settings: Partial<Settings>; problems: EnvironmentProblem[] } {
+  const settings: Record<string, unknown> = {};
+  const problems: EnvironmentProblem[] = [];
+  const text = (name: string) => {
+    const x = env[name];
     return x === undefined || x === '' ? undefined : x;
   };
-  let x: string | undefined;
-  if ((x = v('PENSTOCK_COMPAT_MODE')) !== undefined) s.compatMode = x.toLowerCase() as CompatMode;
-  if ((x = v('PENSTOCK_THREADS')) !== undefined) s.threads = Number(x);
-  if ((x = v('PENSTOCK_TASK_SIZE')) !== undefined) s.taskSize = parseSize(x);
-  if ((x = v('PENSTOCK_GDS_THRESHOLD')) !== undefined) s.gdsThreshold = parseSize(x);
-  if ((x = v('PENSTOCK_BOUNCE_BUFFER_SIZE')) !== undefined) s.bounceBufferSize = x.toLowerCase() === 'auto' ? 'auto' : parseSize(x);
-  if ((x = v('PENSTOCK_DIRECT_IO')) !== undefined) s.directIoRead = s.directIoWrite = parseBool('PENSTOCK_DIRECT_IO', x);
-  if ((x = v('PENSTOCK_DIRECT_IO_READ')) !== undefined)
-    s.directIoRead = x.toLowerCase() === 'auto' ? 'auto' : parseBool('PENSTOCK_DIRECT_IO_READ', x);
-  if ((x = v('PENSTOCK_DIRECT_IO_WRITE')) !== undefined) s.directIoWrite = parseBool('PENSTOCK_DIRECT_IO_WRITE', x);
-  if ((x = v('PENSTOCK_HOST_STAGING')) !== undefined) s.hostStaging = parseBool('PENSTOCK_HOST_STAGING', x);
-  if ((x = v('PENSTOCK_WRITE_THREADS')) !== undefined) s.writeThreads = x.toLowerCase() === 'auto' ? 'auto' : Number(x);
-  if ((x = v('PENSTOCK_MAPPED_READS')) !== undefined)
-    s.mappedReads = x.toLowerCase() === 'auto' ? 'auto' : parseBool('PENSTOCK_MAPPED_READS', x);
-  if ((x = v('PENSTOCK_CUDA_LIBRARY')) !== undefined) s.cudaLibrary = x;
-  if ((x = v('PENSTOCK_CUFILE_LIBRARY')) !== undefined) s.cufileLibrary = x;
+  const from: Record<string, string> = {};
+  for (const shared of SHARED_VARIABLES) {
+    const raw = text(shared.variable);
+    if (raw === undefined) continue;
+    const value = shared.parse(raw);
+    if (value === undefined) {
+      problems.push(invalidVariable(shared.variable, raw, shared.accepts));
+      continue;
+    }
+    for (const name of shared.settings) {
+      settings[name] = value;
+      from[name] = shared.variable;
+    }
+  }
+  for (const name of SETTING_NAMES) {
+    const spec = SETTINGS_TABLE[name] as SettingSpec;
+    const raw = text(spec.variable);
+    if (raw === undefined) continue;
+    const value = spec.parse(raw);
+    if (value === undefined || !spec.valid(value)) {
+      problems.push(invalidVariable(spec.variable, raw, spec.accepts));
+      continue;
+    }
+    const earlier = from[name];
+    if (earlier !== undefined && settings[name] !== value) {
+      problems.push({
+        code: 'ERR_PENSTOCK_CONFLICTING_SETTINGS',
+        variable: spec.variable,
+        value: raw,
+        message: `${earlier}='${env[earlier]}' and ${spec.variable}='${raw}' set ${name} to different values (unset one of them)`,
+      });
+      continue;
+    }
+    settings[name] = value;
+  }
+  return { settings: settings as Partial<Settings>, problems };
+}
+
+function invalidVariable(variable: string, value: string, accepts: string): EnvironmentProblem {
+  return { code: 'ERR_PENSTOCK_INVALID_SETTING', variable, value, message: `${variable}='${value}' is not valid: it accepts ${accepts}` };
+}
+
+/** The settings named by `PENSTOCK_*` variables; throws for the first one that cannot be used. */
+export function fromEnvironment(env: NodeJS.ProcessEnv = process.env): Partial<Settings> {
+  const { settings, problems } = readEnvironment(env);
+  const first = problems[0];
+  if (first) {
+    const more = problems.length > 1 ? ` (and ${problems.slice(1).map((p) => p.variable).join(', ')})` : '';
+    throw usage(first.code, first.message + more);
+  }
+  return settings;
+}
+
+/**
+ * Checks what `configure()` was given: a plain object whose own keys are all settings. Returns a
+ * copy of it with only those keys.
+ */
+export function checkChanges(changes: unknown): Partial<Settings> {
+  if (typeof changes !== 'object' || changes === null || Array.isArray(changes))
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `configure() takes an object of settings, e.g. { threads: 8 }; got ${describe(changes)}`);
+  const proto = Object.getPrototypeOf(changes);
+  if (proto !== Object.prototype && proto !== null)
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'configure() takes a plain object of settings (its prototype was replaced, e.g. through __proto__)');
+  const copy: Record<string, unknown> = {};
+  for (const key of Reflect.ownKeys(changes)) {
+    if (typeof key !== 'string' || !Object.hasOwn(SETTINGS_TABLE, key)) throw unknownSetting(String(key));
+    copy[key] = (changes as Record<string, unknown>)[key];
+  }
+  return copy as Partial<Settings>;
+}
+
+function unknownSetting(key: string): PenstockUsageError {
+  const near = suggest(key, SETTING_NAMES);
+  return usage('ERR_PENSTOCK_UNKNOWN_SETTING', `Unknown setting '${key}'${near ? ` (did you mean '${near}'?)` : ''}; the settings are ${SETTING_NAMES.join(', ')}`);
+}
+
+/** Checks a complete settings object; throws `ERR_PENSTOCK_INVALID_SETTING` naming the bad field. */
+export function validate(s: Settings): Settings {
+  for (const key of Object.keys(s)) if (!Object.hasOwn(SETTINGS_TABLE, key)) throw unknownSetting(key);
+  for (const name of SETTING_NAMES) {
+    const spec = SETTINGS_TABLE[name] as SettingSpec;
+    if (!spec.valid(s[name])) throw usage('ERR_PENSTOCK_INVALID_SETTING', `Invalid setting ${name}: ${describe(s[name])} (it accepts ${spec.accepts})`);
+  }
   return s;
 }
 
-/** Checks a complete settings object; throws ERR_PENSTOCK_INVALID_SETTING naming the bad field. */
-export function validate(s: Settings): Settings {
-  const bad = (field: string, why: string) => usage('ERR_PENSTOCK_INVALID_SETTING', `Invalid setting ${field}: ${why}`);
-  if (!['auto', 'on', 'off'].includes(s.compatMode)) throw bad('compatMode', `'${s.compatMode}' (expected auto, on or off)`);
-  if (!Number.isInteger(s.threads) || s.threads < 1 || s.threads > 1024) throw bad('threads', `${s.threads} (an integer from 1 to 1024)`);
-  const pow2ish = (n: number) => Number.isSafeInteger(n) && n > 0;
-  if (!pow2ish(s.taskSize) || s.taskSize % 4096 !== 0) throw bad('taskSize', `${s.taskSize} (a positive multiple of 4096)`);
-  if (!Number.isSafeInteger(s.gdsThreshold) || s.gdsThreshold < 0) throw bad('gdsThreshold', `${s.gdsThreshold}`);
-  if (s.bounceBufferSize !== 'auto' && (!pow2ish(s.bounceBufferSize) || s.bounceBufferSize % 8192 !== 0 || s.bounceBufferSize < 64 * 1024))
-    throw bad('bounceBufferSize', `${s.bounceBufferSize} ('auto', or a multiple of 8 KiB, at least 64 KiB)`);
-  if (s.directIoRead !== 'auto' && typeof s.directIoRead !== 'boolean') throw bad('directIoRead', "not a boolean or 'auto'");
-  if (s.writeThreads !== 'auto' && (!Number.isInteger(s.writeThreads) || s.writeThreads < 1 || s.writeThreads > 1024))
-    throw bad('writeThreads', `${s.writeThreads} ('auto', or an integer from 1 to 1024)`);
-  if (s.mappedReads !== 'auto' && typeof s.mappedReads !== 'boolean') throw bad('mappedReads', "not a boolean or 'auto'");
-  for (const k of ['directIoWrite', 'hostStaging'] as const) if (typeof s[k] !== 'boolean') throw bad(k, 'not a boolean');
-  for (const k of ['cudaLibrary', 'cufileLibrary'] as const)
-    if (typeof s[k] !== 'string' || s[k].length === 0) throw bad(k, 'an empty path');
-  return s;
+/** The closest name within a small edit distance (or the same name in other letter case). */
+export function suggest(name: string, candidates: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Math.max(2, Math.floor(name.length / 4)) + 1;
+  for (const c of candidates) {
+    const d = c.toLowerCase() === name.toLowerCase() ? 0 : editDistance(name.toLowerCase(), c.toLowerCase());
+    if (d < bestDistance) [best, bestDistance] = [c, d];
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = row;
+  }
+  return prev[b.length]!;
 }

@@ -64,6 +64,7 @@ export interface AllocationFacts {
   hold(): () => void;
 }
 
+/** Options of `DeviceBuffer.alloc` and `DeviceBuffer.wrap`. */
 export interface DeviceBufferOptions {
   /** GPU ordinal; default 0. */
   device?: number;
@@ -168,6 +169,7 @@ export class DeviceBuffer {
     return this.#root.owned;
   }
 
+  /** Whether the memory was freed (by `free()`, `using`, or the buffer it is a view of). */
   get freed(): boolean {
     return this.#root.lifetime.ended;
   }
@@ -234,6 +236,7 @@ export class DeviceBuffer {
     if (root.holds.count === 0) releaseRoot(root);
   }
 
+  /** Frees the memory at the end of a `using` block (as `free()`). */
   [Symbol.dispose](): void {
     this.free();
   }

@@ -33,6 +33,7 @@ const FLAG_TABLE: Record<OpenFlags, { flags: number; read: boolean; write: boole
   'wx+': { flags: fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_EXCL, read: true, write: true },
 };
 
+/** Options of `open()`. */
 export interface OpenOptions {
   /** File mode when creating (default 0o644). */
   mode?: number;
@@ -40,6 +41,7 @@ export interface OpenOptions {
   compatMode?: CompatMode;
 }
 
+/** Options shared by reads and writes. */
 export interface TransferOptions {
   /** Byte offset in the file (default 0). */
   fileOffset?: number;
@@ -51,11 +53,13 @@ export interface TransferOptions {
   onProgress?: (bytesDone: number) => void;
 }
 
+/** Options of `file.read()`. */
 export interface ReadOptions extends TransferOptions {
   /** Byte offset in the target buffer (default 0). */
   targetOffset?: number;
 }
 
+/** Options of `file.write()`. */
 export interface WriteOptions extends TransferOptions {
   /** Byte offset in the source buffer (default 0). */
   sourceOffset?: number;
@@ -95,7 +99,9 @@ export type Memory = DeviceBuffer | HostMemory;
  * one Promise. `close()` (or `await using`) waits for operations in flight.
  */
 export class PenstockFile {
+  /** The path the file was opened with. */
   readonly path: string;
+  /** The flags it was opened with. */
   readonly flags: OpenFlags;
   #fd: number;
   #directFd: number | undefined;
@@ -125,6 +131,7 @@ export class PenstockFile {
     return this.#closing ? -1 : this.#fd;
   }
 
+  /** Whether `close()` was called (or the file was disposed). */
   get closed(): boolean {
     return this.#closing !== undefined;
   }
@@ -159,6 +166,7 @@ export class PenstockFile {
     return this.#stats.snapshot();
   }
 
+  /** Zeroes this file's counters (the process-wide ones are kept). */
   resetStats(): void {
     this.#stats.reset();
   }
@@ -193,6 +201,7 @@ export class PenstockFile {
     return this.#closing;
   }
 
+  /** Closes the file at the end of an `await using` block (as `close()`). */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }

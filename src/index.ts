@@ -4,7 +4,7 @@
  * @packageDocumentation
  */
 import { native } from './binding.js';
-import type { Settings } from './config.js';
+import { checkChanges, type Settings } from './config.js';
 import { bounceBytes, call, checkDevice, configure as configureRuntime, cudaStatus, cufileStatus, currentSettings, deviceCount, deviceInfo, hasGpu, pinnedBytes } from './runtime.js';
 import { globalStats, type StatsSnapshot } from './stats.js';
 import { usage } from './errors.js';
@@ -21,13 +21,14 @@ export type { HostMemory } from './host-memory.js';
 export type { FileRoute, RouteReason } from './routing.js';
 export { ROUTES, type Route, type RouteCounters, type StatsSnapshot } from './stats.js';
 export { parseSize, formatSize, type Settings, type CompatMode } from './config.js';
+export { ERROR_CODES, type ErrorCode } from './error-catalog.js';
 export { PenstockError, PenstockUsageError, PenstockSystemError, CudaError, CuFileError, AbortError } from './errors.js';
 export type { CudaStatus, CuFileStatus, CuFileDriverProps, NativeDeviceInfo as DeviceInfo } from './binding.js';
 export { hasGpu, deviceCount, deviceInfo };
 
 /** Changes settings (see {@link Settings}); returns the settings now in force. */
 export function configure(changes: Partial<Settings>): Readonly<Settings> {
-  return { ...configureRuntime(changes) };
+  return { ...configureRuntime(checkChanges(changes)) };
 }
 
 /** The settings in force: defaults, then `PENSTOCK_*` environment variables, then `configure()`. */

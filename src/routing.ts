@@ -11,10 +11,13 @@ import { cufileUnavailable } from './runtime.js';
 
 /** A fallback explained: a stable code and a sentence for people. */
 export interface RouteReason {
+  /** A stable code, e.g. `CUFILE_HANDLE_REFUSED`. */
   code: string;
+  /** The reason in a sentence, with what to do about it. */
   message: string;
   /** cuFile's status name and number, when cuFile said no. */
   cufileCode?: string;
+  /** cuFile's numeric status, where cuFile refused. */
   cufileNumber?: number;
 }
 
@@ -25,6 +28,7 @@ export interface FileRoute {
    * operation in the stats); `posix-device`: penstock's staged path; `undecided`: no device I/O yet.
    */
   device: 'cufile' | 'posix-device' | 'undecided';
+  /** The `compatMode` the file was opened under. */
   compatMode: CompatMode;
   /** Why the staged path is used, when it is. */
   reason?: RouteReason;

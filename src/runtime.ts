@@ -83,6 +83,7 @@ export function hasGpu(): boolean {
   }
 }
 
+/** The number of usable GPUs (0 without a CUDA driver). */
 export function deviceCount(): number {
   return hasGpu() ? cudaStatus().deviceCount ?? 0 : 0;
 }
@@ -93,6 +94,7 @@ export function checkDevice(ordinal: number): void {
     throw usage('ERR_PENSTOCK_INVALID_DEVICE', `No GPU with ordinal ${ordinal} (this machine has ${s.deviceCount ?? 0})`);
 }
 
+/** A GPU's name, memory, PCI bus id and compute capability; throws `ERR_PENSTOCK_INVALID_DEVICE` for an ordinal that is not one. */
 export function deviceInfo(ordinal: number): NativeDeviceInfo {
   checkDevice(ordinal);
   return call(() => native().deviceInfo(ordinal));

@@ -12,6 +12,7 @@ import { checkLength, describe } from './validate.js';
 
 /** One piece to load: a file, or a byte range of it, into a GPU. */
 export interface Shard {
+  /** The file to read. */
   path: string;
   /** GPU ordinal (default: shards are dealt round-robin over all GPUs). */
   device?: number;
@@ -23,24 +24,33 @@ export interface Shard {
   target?: DeviceBuffer;
 }
 
+/** What happened to one shard (in the order given). */
 export interface ShardResult {
+  /** The file read. */
   path: string;
+  /** The GPU it went to. */
   device: number;
+  /** Where in the file the range began. */
   offset: number;
   /** The loaded bytes (a new buffer unless the shard named a target); absent on failure. */
   buffer?: DeviceBuffer;
+  /** Bytes read. */
   bytes: number;
+  /** Seconds from its start to its end. */
   seconds: number;
   /** Where this shard's device I/O went, and why. */
   route?: FileRoute;
   /** The route that carried this shard and its task count. */
   carried?: { route: Route; tasks: number };
+  /** Why it failed, when it did (the other shards still run). */
   error?: Error;
 }
 
+/** Options of `loadShards()`. */
 export interface LoadShardsOptions {
   /** Shards in flight at once (default: 2 per GPU). */
   concurrency?: number;
+  /** Cancels the shards not yet done; they reject with an AbortError. */
   signal?: AbortSignal;
   /** Total bytes loaded so far over all shards. */
   onProgress?: (bytesDone: number) => void;

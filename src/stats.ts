@@ -17,8 +17,10 @@ import type { NativeOpResult } from './binding.js';
  */
 export type Route = 'gds' | 'cufile-compat' | 'cufile-unknown' | 'posix-device' | 'mapped-device' | 'posix-host';
 
+/** Every route, in the order reports list them. */
 export const ROUTES: readonly Route[] = ['gds', 'cufile-compat', 'cufile-unknown', 'posix-device', 'mapped-device', 'posix-host'];
 
+/** One route's counters. */
 export interface RouteCounters {
   /** Tasks carried by this route (a 1 GiB read with 4 MiB tasks is 256). */
   ops: number;
@@ -39,7 +41,9 @@ export interface RouteCounters {
   errors: number;
 }
 
+/** Counters by route, process-wide or per file. */
 export interface StatsSnapshot {
+  /** Every route, zero where unused. */
   routes: Record<Route, RouteCounters>;
   /** The same counters per GPU ordinal (device routes only). */
   devices: Record<number, Record<Route, RouteCounters>>;

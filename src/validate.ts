@@ -4,8 +4,7 @@ import { usage } from './errors.js';
 /** A byte count or offset: a non-negative safe integer. */
 export function checkLength(value: unknown, name: string): asserts value is number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
-    const code = typeof value === 'number' && value < 0 ? 'ERR_PENSTOCK_NEGATIVE' : 'ERR_PENSTOCK_INVALID_ARGUMENT';
-    throw usage(code, `${name} must be a non-negative integer, got ${describe(value)}`);
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `${name} must be a non-negative integer, got ${describe(value)}`);
   }
 }
 

@@ -7,6 +7,7 @@ import { PinnedBuffer } from './pinned-buffer.js';
 /** First read size for files that report a size of 0 (procfs, sysfs): their content is read until it ends. */
 const UNSIZED_FIRST_READ = 64 * 1024;
 
+/** Options of `readFileToDevice`, `readFileToHost` and `writeFile`. */
 export interface WholeFileOptions extends Pick<TransferOptions, 'signal' | 'onProgress'> {
   /** GPU ordinal for device reads (default 0). */
   device?: number;

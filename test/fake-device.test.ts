@@ -79,7 +79,7 @@ describe('DeviceBuffer', () => {
     await assert.rejects(buf.copyTo(Buffer.alloc(10), { offset: 95, size: 10 }), { code: 'ERR_PENSTOCK_OUT_OF_RANGE' });
     assert.throws(() => buf.subarray(50, 20), { code: 'ERR_PENSTOCK_OUT_OF_RANGE' });
     assert.throws(() => buf.subarray(0, 101), { code: 'ERR_PENSTOCK_OUT_OF_RANGE' });
-    assert.throws(() => DeviceBuffer.alloc(-1), { code: 'ERR_PENSTOCK_NEGATIVE' });
+    assert.throws(() => DeviceBuffer.alloc(-1), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT' });
     assert.throws(() => DeviceBuffer.alloc(10, { device: 2 }), { code: 'ERR_PENSTOCK_INVALID_DEVICE' });
     assert.throws(() => DeviceBuffer.alloc(10, { device: -1 }), { code: 'ERR_PENSTOCK_INVALID_DEVICE' });
     assert.throws(() => DeviceBuffer.alloc(17 * 2 ** 30), { code: 'CUDA_ERROR_OUT_OF_MEMORY', name: 'CudaError' });

@@ -257,12 +257,12 @@ describe('bad input touches nothing', () => {
     await using f = await open(file, 'r');
     const b = Buffer.alloc(100, 7);
     const cases: [object, string][] = [
-      [{ size: -1 }, 'ERR_PENSTOCK_NEGATIVE'],
+      [{ size: -1 }, 'ERR_PENSTOCK_INVALID_ARGUMENT'],
       [{ size: 1.5 }, 'ERR_PENSTOCK_INVALID_ARGUMENT'],
       [{ size: 101 }, 'ERR_PENSTOCK_OUT_OF_RANGE'],
       [{ targetOffset: 101, size: 0 }, 'ERR_PENSTOCK_OUT_OF_RANGE'],
       [{ targetOffset: 50, size: 51 }, 'ERR_PENSTOCK_OUT_OF_RANGE'],
-      [{ fileOffset: -5 }, 'ERR_PENSTOCK_NEGATIVE'],
+      [{ fileOffset: -5 }, 'ERR_PENSTOCK_INVALID_ARGUMENT'],
       [{ fileOffset: Number.NaN }, 'ERR_PENSTOCK_INVALID_ARGUMENT'],
       [{ fileOffset: 2 ** 64 }, 'ERR_PENSTOCK_INVALID_ARGUMENT'],
       [{ targetOffset: '3' }, 'ERR_PENSTOCK_INVALID_ARGUMENT'],

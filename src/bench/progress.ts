@@ -5,20 +5,35 @@
 import { performance } from 'node:perf_hooks';
 import { formatGBps } from './format.js';
 
+/** What a bar draws on: a terminal stream, or anything shaped like one. */
+export interface ProgressStream {
+  /** Writes text. */
+  write(text: string): unknown;
+  /** True on a terminal; bars draw nothing elsewhere. */
+  isTTY?: boolean;
+  /** The terminal's width (0 or missing: unknown). */
+  columns?: number;
+}
+
+/** How a {@link ProgressBar} is drawn. */
 export interface ProgressOptions {
+  /** Text before the bar. */
   label: string;
+  /** The count that means done (bytes, usually). */
   total: number;
-  stream?: NodeJS.WriteStream;
+  /** Where to draw (default stderr). */
+  stream?: ProgressStream;
   /** Draw nothing before this many milliseconds have passed (default 300). */
   delayMs?: number;
-  /** Force on or off; default: on when the stream is a TTY. */
+  /** False turns it off; it never draws on a stream that is not a terminal. */
   enabled?: boolean;
 }
 
+/** A progress bar on one terminal line, redrawn at most ten times a second. */
 export class ProgressBar {
   readonly #label: string;
   readonly #total: number;
-  readonly #stream: NodeJS.WriteStream;
+  readonly #stream: ProgressStream;
   readonly #delayMs: number;
   readonly #enabled: boolean;
   readonly #start = performance.now();
@@ -30,7 +45,7 @@ export class ProgressBar {
     this.#total = o.total;
     this.#stream = o.stream ?? process.stderr;
     this.#delayMs = o.delayMs ?? 300;
-    this.#enabled = o.enabled ?? Boolean(this.#stream.isTTY);
+    this.#enabled = o.enabled !== false && this.#stream.isTTY === true;
   }
 
   /** Suitable as an `onProgress` callback. */
@@ -41,8 +56,10 @@ export class ProgressBar {
     // Redrawing more than ~10 times a second costs time inside the measurement for nothing.
     if (elapsed < this.#delayMs || now - this.#lastDraw < 100) return;
     this.#lastDraw = now;
+    const text = renderBar(this.#label, done, this.#total, elapsed / 1000, this.#stream.columns);
+    if (text === '') return;
     this.#drawn = true;
-    this.#stream.write(`\r${renderBar(this.#label, done, this.#total, elapsed / 1000, this.#stream.columns ?? 80)}`);
+    this.#stream.write(`\r\x1b[2K${text}`);
   };
 
   /** Erases the bar, leaving the cursor at the start of a clean line. */
@@ -52,13 +69,23 @@ export class ProgressBar {
   }
 }
 
-/** The bar's text, fitted to `columns`. */
-export function renderBar(label: string, done: number, total: number, seconds: number, columns = 80): string {
+/**
+ * The bar's text, fitted into `columns` - 1 characters (the last column would wrap on some
+ * terminals). Parts are dropped as room runs out: first the bar, then the label, then the rate;
+ * with no room even for the percentage it is empty. `columns` 0 or unknown (some terminals and
+ * emulators report 0) counts as 80.
+ */
+export function renderBar(label: string, done: number, total: number, seconds: number, columns?: number): string {
+  const room = (columns && columns > 0 ? columns : 80) - 1;
   const frac = total > 0 ? Math.min(1, Math.max(0, done / total)) : 0;
   const rate = seconds > 0 ? done / 1e9 / seconds : 0;
-  const tail = ` ${(frac * 100).toFixed(0).padStart(3)}% ${formatGBps(rate)} GB/s`;
-  const room = Math.max(10, columns - 1 - label.length - tail.length - 3);
-  const width = Math.min(40, room);
-  const full = Math.round(frac * width);
-  return `${label} [${'#'.repeat(full)}${'.'.repeat(width - full)}]${tail}`.slice(0, Math.max(1, columns - 1));
+  const pct = `${(frac * 100).toFixed(0).padStart(3)}%`;
+  const tail = ` ${pct} ${formatGBps(rate)} GB/s`;
+  const barWidth = Math.min(40, room - label.length - tail.length - 3);
+  if (barWidth >= 10) {
+    const full = Math.round(frac * barWidth);
+    return `${label} [${'#'.repeat(full)}${'.'.repeat(barWidth - full)}]${tail}`;
+  }
+  for (const text of [`${label}${tail}`, tail.trimStart(), pct]) if (text.length <= room) return text;
+  return '';
 }

@@ -36,11 +36,19 @@ export interface CreateOptions {
   onProgress?: (done: number) => void;
   /** fsync before returning (default true): dirty pages would be written back during the benchmark. */
   sync?: boolean;
+  /**
+   * Create the file, failing if anything (a symlink too) is at the path, with mode 0600
+   * (default false: create or truncate, following symlinks, mode 0644).
+   */
+  exclusive?: boolean;
 }
 
-/** Writes `size` random bytes to `path` (created or truncated) in 16 MiB writes. */
+/** Writes `size` random bytes to `path` (created, or truncated unless exclusive) in 16 MiB writes. */
 export async function createTestFile(path: string, size: number, o: CreateOptions = {}): Promise<void> {
-  const fh = await fs.promises.open(path, 'w', 0o644);
+  const c = fs.constants;
+  const fh = o.exclusive
+    ? await fs.promises.open(path, c.O_CREAT | c.O_EXCL | c.O_NOFOLLOW | c.O_WRONLY, 0o600)
+    : await fs.promises.open(path, 'w', 0o644);
   try {
     const chunk = Buffer.allocUnsafeSlow(Math.min(CHUNK, Math.max(1, size)));
     for (let off = 0, i = 0; off < size; off += CHUNK, i++) {

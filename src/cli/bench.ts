@@ -17,30 +17,37 @@ import { createTestFile, fillDevice, fillRandom } from '../bench/testfile.js';
 import { configure, DeviceBuffer, deviceInfo, getConfig, hasGpu, open, type FileRoute, type PenstockFile } from '../index.js';
 import { cudaUnavailableReason } from '../runtime.js';
 import { isRemoteUrl } from '../remote/url.js';
+import { EXIT, EXIT_HELP } from './common.js';
+import { createPrivateDir, type PrivateDir } from './private-file.js';
 
+/** `penstock bench --help`. */
 export const BENCH_USAGE = `Usage: penstock bench [FILE] [options]
 
-Measures reads (or writes) between FILE and GPU or host memory. Without FILE a file of random
-data is created for the run (in the temporary directory, or --dir) and removed afterwards.
+Measures reads (or writes) between FILE and GPU or host memory. Without FILE a
+file of random data is created for the run in a private temporary directory
+(under --dir, or the system's) and removed afterwards.
 
 Options:
-  --size SIZE          bytes per transfer (default: FILE's size, or 1GiB)
-  --target T           device | host (default: device when a GPU is usable, else host)
-  --op OP              read | write (default read); write creates FILE, never overwrites one
-  --threads LIST       penstock I/O threads, each value its own run: 1,4,16 (default: current)
-  --task-size LIST     bytes per task, each value its own run: 4MiB or 1MiB,16MiB (default: current)
-  --cold               drop FILE's pages from the page cache before every repeat (reads)
-  --drop-caches        with --cold: also drop the whole page cache each time (needs root)
-  --fsync              writes: include fsync in the timed region
-  --repeat N           timed repeats per configuration (default 5)
-  --json OUT           also write the results as JSON to OUT
-  --dir DIR            where to create the test file
-  --no-progress        no progress bar
-  -h, --help           this text
+  --size SIZE       bytes per transfer (default: FILE's size, or 1GiB)
+  --target T        device | host (default: device where a GPU is usable)
+  --op OP           read | write (default read); write creates FILE and never
+                    overwrites anything already there
+  --threads LIST    I/O threads, each value its own run: 1,4,16
+  --task-size LIST  bytes per task, each value its own run: 4MiB or 1MiB,16MiB
+  --cold            drop FILE's pages from the page cache before every repeat
+  --drop-caches     with --cold: also drop the whole page cache (needs root)
+  --fsync           writes: include fsync in the timed region
+  --repeat N        timed repeats per configuration (default 5)
+  --json OUT        also write the results as JSON to OUT
+  --dir DIR         where to create the test file
+  --no-progress     no progress bars (drawn only on a terminal anyway)
+  -h, --help        this text
 
-Throughput is in GB/s (1 GB = 1e9 bytes): median, min and max over the repeats. CPU is the
-process's user+system seconds per GB moved. Warm runs start with one untimed transfer.
-`;
+Throughput is in GB/s (1 GB = 1e9 bytes): median, min and max over the
+repeats. CPU is the process's user+system seconds per GB moved. Warm runs
+start with one untimed transfer.
+
+${EXIT_HELP}`;
 
 export interface BenchArgs {
   file?: string;
@@ -134,17 +141,17 @@ export async function runBenchCli(argv: string[]): Promise<number> {
   } catch (e) {
     if (!(e instanceof ArgError)) throw e;
     err(`penstock bench: ${e.message}\nRun "penstock bench --help" for the options.\n`);
-    return 2;
+    return EXIT.usage;
   }
   if (args.help) {
     out(BENCH_USAGE);
-    return 0;
+    return EXIT.ok;
   }
   const gpu = hasGpu();
   const target = args.target ?? (gpu ? 'device' : 'host');
   if (target === 'device' && !gpu) {
     err(`penstock bench: no GPU: use --target host (${cudaUnavailableReason() ?? 'no usable GPU'})\n`);
-    return 1;
+    return EXIT.failure;
   }
   let plan: FilePlan;
   try {
@@ -152,16 +159,16 @@ export async function runBenchCli(argv: string[]): Promise<number> {
   } catch (e) {
     if (!(e instanceof ArgError)) throw e;
     err(`penstock bench: ${e.message}\n`);
-    return 2;
+    return EXIT.usage;
   }
-  const { file, size, created } = plan;
+  const { file, size, scratch } = plan;
+  const created = scratch !== undefined;
   if (target === 'host' && size > bufferConstants.MAX_LENGTH) {
+    scratch?.remove();
     err(`penstock bench: host buffers hold at most ${formatSize(bufferConstants.MAX_LENGTH)} in this Node.js; use a smaller --size\n`);
-    return 2;
+    return EXIT.usage;
   }
-  const removeCreated = () => {
-    if (created) fs.rmSync(file, { force: true });
-  };
+  const removeCreated = () => scratch?.remove();
   // Installed before the file exists, so an interrupted creation leaves nothing behind either.
   const onSignal = () => {
     removeCreated();
@@ -171,6 +178,10 @@ export async function runBenchCli(argv: string[]): Promise<number> {
   try {
     if (plan.fill) await fillTestFile(file, size, args.progress);
     return await runMeasurements(args, target, file, created, size);
+  } catch (e) {
+    if (!(e instanceof ArgError)) throw e;
+    err(`penstock bench: ${e.message}\n`);
+    return EXIT.usage;
   } finally {
     process.removeListener('SIGINT', onSignal);
     removeCreated();
@@ -180,8 +191,8 @@ export async function runBenchCli(argv: string[]): Promise<number> {
 interface FilePlan {
   file: string;
   size: number;
-  /** Whether this run chose the name, and so removes the file at the end. */
-  created: boolean;
+  /** The private directory of a file this run names itself (removed at the end). */
+  scratch?: PrivateDir;
   /** Whether random data must be written before reads. */
   fill: boolean;
 }
@@ -190,7 +201,7 @@ async function fillTestFile(file: string, size: number, progress: boolean): Prom
   const bar = new ProgressBar({ label: 'creating test file', total: size, enabled: progress ? undefined : false });
   err(`creating ${formatSize(size)} test file ${file} (random data)\n`);
   try {
-    await createTestFile(file, size, { onProgress: bar.update });
+    await createTestFile(file, size, { onProgress: bar.update, exclusive: true });
   } finally {
     bar.finish();
   }
@@ -208,23 +219,42 @@ function planFile(args: BenchArgs): FilePlan {
     const size = args.size ?? st.size;
     if (size === 0) throw new ArgError(`${args.file} is empty`);
     if (size > st.size) throw new ArgError(`${args.file} holds ${st.size} bytes; --size asks for ${size}`);
-    return { file: args.file, size, created: false, fill: false };
+    return { file: args.file, size, fill: false };
   }
   const size = args.size ?? DEFAULT_SIZE;
-  let file: string;
-  if (args.file !== undefined) {
-    if (fs.existsSync(args.file)) throw new ArgError(`${args.file} exists; --op write only creates new files (remove it or name another)`);
-    file = args.file;
-  } else {
-    const dir = args.dir ?? os.tmpdir();
-    if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new ArgError(`--dir ${dir} is not a directory`);
-    file = path.join(dir, `penstock-bench-${process.pid}-${Date.now().toString(36)}.dat`);
-  }
-  const free = freeBytes(path.dirname(path.resolve(file)));
+  // Only for an early message: O_EXCL at open is what guarantees nothing is overwritten.
+  if (args.file !== undefined && pathTaken(args.file))
+    throw new ArgError(`${args.file} exists; --op write only creates new files (remove it or name another)`);
+  const dir = args.file !== undefined ? path.dirname(path.resolve(args.file)) : args.dir ?? os.tmpdir();
+  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new ArgError(`${args.dir !== undefined ? '--dir ' : ''}${dir} is not a directory`);
+  const free = freeBytes(dir);
   if (free !== undefined && free < size + 64 * 1024 * 1024)
-    throw new ArgError(`not enough free space for a ${formatSize(size)} file in ${path.dirname(path.resolve(file))} (${formatSize(free)} free)`);
-  // A file the user named is theirs to keep, even one this run wrote.
-  return { file, size, created: args.file === undefined, fill: args.op === 'read' };
+    throw new ArgError(`not enough free space for a ${formatSize(size)} file in ${dir} (${formatSize(free)} free)`);
+  // A file the user named is created where named (never over anything already there) and kept;
+  // one this run names lives in a private directory that is removed with it.
+  if (args.file !== undefined) return { file: args.file, size, fill: false };
+  const scratch = createPrivateDir('penstock-bench-', 'data.bin', dir);
+  return { file: scratch.path, size, scratch, fill: args.op === 'read' };
+}
+
+function pathTaken(file: string): boolean {
+  try {
+    fs.lstatSync(file);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Opens the benchmark's file; a write always creates it (O_EXCL), so nothing existing is overwritten. */
+async function openBenchFile(file: string, write: boolean): Promise<PenstockFile> {
+  try {
+    return await open(file, write ? 'wx' : 'r');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EEXIST')
+      throw new ArgError(`${file} exists; --op write only creates new files (remove it or name another)`);
+    throw e;
+  }
 }
 
 async function runMeasurements(args: BenchArgs, target: 'device' | 'host', file: string, created: boolean, size: number): Promise<number> {
@@ -235,7 +265,7 @@ async function runMeasurements(args: BenchArgs, target: 'device' | 'host', file:
     const probe = dropFilePages(file, dropPolicy);
     if (!probe.dropped) {
       err(`penstock bench: cannot make ${file} cold: ${describeDrop(probe)}\n`);
-      return 1;
+      return EXIT.failure;
     }
   }
   const original = getConfig();
@@ -256,7 +286,7 @@ async function runMeasurements(args: BenchArgs, target: 'device' | 'host', file:
       else host.fill(0);
     }
     const memory = (dev ?? host)!;
-    f = await open(file, write ? 'w' : 'r');
+    f = await openBenchFile(file, write);
     const fd = f.fd;
     const threadsList = args.threads ?? [original.threads];
     const taskList = args.taskSizes ?? [original.taskSize];
@@ -287,7 +317,7 @@ async function runMeasurements(args: BenchArgs, target: 'device' | 'host', file:
             run: async () => {
               run++;
               const bar = new ProgressBar({ label: `[${n}/${total}] ${label} run ${run}/${runsEach}`, total: size, enabled: args.progress ? undefined : false });
-              const opts = { size, ...(args.progress && process.stderr.isTTY ? { onProgress: bar.update } : {}) };
+              const opts = { size, ...(args.progress ? { onProgress: bar.update } : {}) };
               try {
                 const moved = write ? await f!.write(memory, opts) : await f!.read(memory, opts);
                 if (args.fsync) fs.fsyncSync(fd);

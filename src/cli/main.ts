@@ -2,61 +2,70 @@
 /**
  * The `penstock` command: `demo`, `doctor`, `bench`, `info`, `inspect`, `load`.
  */
-import { runDemo } from './demo.js';
+import { readFileSync } from 'node:fs';
+import { suggest } from '../config.js';
+import { EXIT, EXIT_HELP } from './common.js';
 
-const HELP = `penstock — move file data straight between storage and GPU memory
+const HELP = `penstock: move file data straight between storage and GPU memory
 
-Usage:
-  penstock demo [--size 256MiB] [--file PATH] [--host]   read a sample file into GPU memory, verify it, show the route
-  penstock doctor [PATH...] [--json] [--probe] [--require-gds] [--offset N] [--size N]
-                                                         say which path each file will take, and why
-  penstock doctor --gdscheck FILE|-                      judge a 'gdscheck -p' report from another machine
-  penstock bench [FILE] [--size 1GiB] [--target device|host] [--op read|write] [--threads 1,4,16]
-                 [--task-size 4MiB] [--cold] [--repeat 5] [--json OUT]
-                                                         measure throughput, with the route of every number
-  penstock bench s3://BUCKET/KEY|http(s)://URL [--target device|host] [--concurrency 1,16] [--range-size 8MiB]
-                                                         measure remote reads (parallel ranged GETs)
-  penstock info [--json]                                 CUDA driver, cuFile and settings as found
-  penstock inspect PATH... [--json]                      list a checkpoint's tensors (safetensors, index.json, .npy)
-  penstock load PATH... [--device N | --host [--pinned]] [--prefix P] [--names A,B] [--rows K/N] [--verify] [--json]
-                                                         load a checkpoint into GPU (or host) memory, show routes and speed
-`;
+Usage: penstock <command> [options]
+
+Commands:
+  demo     read a sample file into GPU memory, verify it, show the route
+  doctor   say which route each file's reads will take here, and why
+  bench    measure throughput, with the route of every number
+  info     the CUDA driver, cuFile, the GPUs and the settings as found
+  inspect  list a checkpoint's tensors (safetensors, index.json, .npy)
+  load     load a checkpoint into GPU (or host) memory; routes and speed
+
+Run "penstock <command> --help" for a command's options.
+
+Options:
+  -h, --help      this text
+  -v, --version   the version of penstock
+
+Colours follow NO_COLOR and FORCE_COLOR; progress bars are drawn only on a
+terminal. ${EXIT_HELP}`;
+
+const COMMANDS: Record<string, () => Promise<(argv: string[]) => Promise<number>>> = {
+  demo: async () => (await import('./demo.js')).runDemo,
+  doctor: async () => (await import('./doctor.js')).runDoctorCli,
+  bench: async () => (await import('./bench.js')).runBenchCli,
+  info: async () => (await import('./info.js')).runInfo,
+  inspect: async () => (await import('./inspect.js')).runInspectCli,
+  load: async () => (await import('./load.js')).runLoadCli,
+};
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
 
 async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
-  switch (cmd) {
-    case 'demo':
-      return runDemo(rest);
-    case 'doctor': {
-      const { runDoctorCli } = await import('./doctor.js');
-      return runDoctorCli(rest);
-    }
-    case 'bench': {
-      const { runBenchCli } = await import('./bench.js');
-      return runBenchCli(rest);
-    }
-    case 'info': {
-      const { runInfo } = await import('./info.js');
-      return runInfo(rest);
-    }
-    case 'inspect': {
-      const { runInspectCli } = await import('./inspect.js');
-      return runInspectCli(rest);
-    }
-    case 'load': {
-      const { runLoadCli } = await import('./load.js');
-      return runLoadCli(rest);
-    }
-    case undefined:
-    case '-h':
-    case '--help':
-    case 'help':
-      process.stdout.write(HELP);
-      return 0;
-    default:
-      process.stderr.write(`penstock: unknown command '${cmd}'\n\n${HELP}`);
-      return 2;
+  if (cmd === undefined || cmd === '-h' || cmd === '--help') {
+    process.stdout.write(HELP);
+    return EXIT.ok;
   }
+  if (cmd === '-v' || cmd === '--version') {
+    process.stdout.write(`${version()}\n`);
+    return EXIT.ok;
+  }
+  if (cmd === 'help') {
+    const topic = rest[0];
+    if (topic === undefined) process.stdout.write(HELP);
+    else if (Object.hasOwn(COMMANDS, topic)) return (await COMMANDS[topic]!())(['--help']);
+    else return unknownCommand(topic);
+    return EXIT.ok;
+  }
+  if (!Object.hasOwn(COMMANDS, cmd)) return unknownCommand(cmd);
+  return (await COMMANDS[cmd]!())(rest);
+}
+
+function unknownCommand(cmd: string): number {
+  const near = suggest(cmd, Object.keys(COMMANDS));
+  process.stderr.write(`penstock: unknown command '${cmd}'${near ? ` (did you mean '${near}'?)` : ''}\nRun "penstock --help" for the commands.\n`);
+  return EXIT.usage;
 }
 
 main(process.argv.slice(2)).then(
@@ -66,6 +75,6 @@ main(process.argv.slice(2)).then(
   (err: unknown) => {
     const e = err as { code?: string; message?: string };
     process.stderr.write(`penstock: ${e.code ? `[${e.code}] ` : ''}${e.message ?? String(err)}\n`);
-    process.exitCode = 1;
+    process.exitCode = EXIT.failure;
   },
 );

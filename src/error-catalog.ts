@@ -1,0 +1,31 @@
+/**
+ * Every error code penstock throws, gathered from the tables of the modules that throw them.
+ * A module that adds codes exports an `as const` table of them (code → one-line meaning) and is
+ * listed in {@link ERROR_CODE_TABLES}; a test fails for any `ERR_PENSTOCK_*` literal in `src/`
+ * missing here, and the README's error table is generated from this list.
+ */
+import { CORE_ERROR_CODES } from './errors.js';
+import { SETTINGS_ERROR_CODES } from './config.js';
+
+/** The contributing tables, by the part of penstock that throws their codes. */
+export const ERROR_CODE_TABLES = {
+  core: CORE_ERROR_CODES,
+  settings: SETTINGS_ERROR_CODES,
+} as const;
+
+type Tables = typeof ERROR_CODE_TABLES;
+type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
+
+/** Every error code penstock throws, with its one-line meaning. */
+export const ERROR_CODES: Readonly<UnionToIntersection<Tables[keyof Tables]>> = Object.freeze(
+  Object.assign({}, ...Object.values(ERROR_CODE_TABLES)),
+);
+
+/** A code penstock throws (`err.code` of a penstock error, besides OS, CUDA and cuFile names). */
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** The error table as Markdown (what the README shows between its `errors` markers). */
+export function errorTableMarkdown(): string {
+  const rows = Object.entries(ERROR_CODES as Record<string, string>).map(([code, meaning]) => `| \`${code}\` | ${meaning.replaceAll('|', '\\|')} |`);
+  return ['| code | meaning |', '| --- | --- |', ...rows].join('\n');
+}

