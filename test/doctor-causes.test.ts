@@ -243,7 +243,7 @@ describe('one read, by its offset and size', () => {
   });
 
   test('a bad shape is a typed usage error', async () => {
-    await assert.rejects(diagnose(['/'], { root: GDS, facts: GDS_FACTS, env: {}, shape: { offset: -1 } }), { code: 'ERR_PENSTOCK_NEGATIVE' });
+    await assert.rejects(diagnose(['/'], { root: GDS, facts: GDS_FACTS, env: {}, shape: { offset: -1 } }), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT' });
     await assert.rejects(diagnose(['/'], { root: GDS, facts: GDS_FACTS, env: {}, shape: { offset: 0, size: 1.5 } }), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT' });
   });
 

@@ -175,7 +175,7 @@ describe('typed errors for bad arguments', () => {
     await rejectsWith(() => f.read(b, null as never), 'ERR_PENSTOCK_INVALID_ARGUMENT');
     await rejectsWith(() => f.write(b, null as never), 'ERR_PENSTOCK_INVALID_ARGUMENT');
     await rejectsWith(() => f.read(b, 5 as never), 'ERR_PENSTOCK_INVALID_ARGUMENT');
-    await rejectsWith(() => f.read(b, { size: -1 }), 'ERR_PENSTOCK_NEGATIVE');
+    await rejectsWith(() => f.read(b, { size: -1 }), 'ERR_PENSTOCK_INVALID_ARGUMENT');
     await rejectsWith(() => f.read(b, { fileOffset: 0.5 }), 'ERR_PENSTOCK_INVALID_ARGUMENT');
   });
 
@@ -246,7 +246,7 @@ describe('page-cache residency', () => {
   });
 
   test('offset and size are validated; a missing file is a PenstockSystemError', async () => {
-    await rejectsWith(() => pageCacheResidency(file, { offset: -1 }), 'ERR_PENSTOCK_NEGATIVE');
+    await rejectsWith(() => pageCacheResidency(file, { offset: -1 }), 'ERR_PENSTOCK_INVALID_ARGUMENT');
     await rejectsWith(() => pageCacheResidency(file, { offset: 1.5 }), 'ERR_PENSTOCK_INVALID_ARGUMENT');
     await rejectsWith(() => pageCacheResidency(file, { size: '10' as never }), 'ERR_PENSTOCK_INVALID_ARGUMENT');
     for (const fn of [() => pageCacheResidency('/nonexistent/x'), () => dropPageCache('/nonexistent/x')]) {
