@@ -14,6 +14,7 @@
         "src/native/stream_copy.cc",
         "src/native/posix_io.cc",
         "src/native/staging_pipe.cc",
+        "src/native/inline_read.cc",
         "src/native/instance.cc",
         "src/native/io_bindings.cc",
         "src/native/memory_bindings.cc",

@@ -12,7 +12,8 @@ import { hostRegion, isHostMemory, type HostMemory } from './host-memory.js';
 import { FileRouting, type FileRoute, type RouteReason } from './routing.js';
 import { anyDevicePrepared, cufileEvidence, currentSettings, ensurePool, prepareDevice } from './runtime.js';
 import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
-import { planRead, planWrite } from './transfer-plan.js';
+import { readCached } from './inline-read.js';
+import { planRead, planWrite, readsInline, taskSizeFor } from './transfer-plan.js';
 import { checkLength, checkRange, describe } from './validate.js';
 
 const openAsync = promisify(fs.open);
@@ -100,6 +101,7 @@ export class PenstockFile {
   #resources: FileResources;
   #directRefused: RouteReason | undefined;
   #mappedRefused: RouteReason | undefined;
+  #inlineUnsupported = false;
   #routing: FileRouting;
   #stats = new StatsBook();
   #inflight = new Set<Promise<unknown>>();
@@ -258,7 +260,7 @@ export class PenstockFile {
       }
       const spec: NativeOpSpec = {
         write, route: cufile ? 'cufile' : 'posix-device', fd: this.#fd, directFd: -1, fileOffset, size,
-        taskSize: s.taskSize, devicePtr: memory.ptr + BigInt(memOffset), device,
+        taskSize: taskSizeFor(s, size), devicePtr: memory.ptr + BigInt(memOffset), device,
       };
       if (cufile) {
         spec.cufileHandle = this.#routing.cufileHandle!;
@@ -268,7 +270,7 @@ export class PenstockFile {
         prepareDevice(device);
         const p = plan(size, true);
         spec.directFd = p.direct ? this.#direct() : -1;
-        if (write) Object.assign(spec, planWrite(s, spec.directFd >= 0));
+        if (write) Object.assign(spec, planWrite(s, spec.directFd >= 0, size));
         if (p.mapped) {
           spec.mappedRunners = p.mapped.runners;
           spec.mappedPiece = p.mapped.piece;
@@ -290,15 +292,40 @@ export class PenstockFile {
     const size = options.size ?? Math.max(0, host.length - memOffset);
     checkLength(size, 'size');
     checkRange(memOffset, size, host.length, write ? 'source buffer' : 'target buffer');
+    if (!write && !this.#inlineUnsupported && readsInline(s, size)) {
+      const r = readCached(this.#fd, host, memOffset, size, fileOffset);
+      if (r === 'unsupported') this.#inlineUnsupported = true;
+      else if (r !== 'pool') return this.#inlineDone(r.bytes, r.ns, options.onProgress);
+    }
     ensurePool();
     const spec: NativeOpSpec = {
       write, route: 'posix-host', fd: this.#fd, directFd: plan(size, false).direct ? this.#direct() : -1, fileOffset, size,
-      taskSize: s.taskSize, hostBuffer: host.buffer, hostOffset: host.offset + memOffset, hostStaging: s.hostStaging,
+      taskSize: taskSizeFor(s, size), hostBuffer: host.buffer, hostOffset: host.offset + memOffset, hostStaging: s.hostStaging,
     };
-    if (write) Object.assign(spec, planWrite(s, spec.directFd >= 0));
+    if (write) Object.assign(spec, planWrite(s, spec.directFd >= 0, size));
     const pinned = host.pinned;
     if (pinned) pinned.busy++;
     return this.#hostRun(spec, signal, options.onProgress, pinned);
+  }
+
+  /** Records a read done on the calling thread (inline-read.ts) and settles it as the pool would. */
+  #inlineDone(bytes: number, ns: number, onProgress: ((n: number) => void) | undefined): Promise<OpRecord> {
+    const rec = recordOf('posix-host', undefined, { bytes, tasks: 1, busyNs: ns, ioNs: ns, waitNs: 0, peakTasks: 1, eof: false }, false, false);
+    rec.inline = true;
+    this.#stats.record(rec);
+    globalStats.record(rec);
+    if (!onProgress) return Promise.resolve(rec);
+    // Progress comes after the call returns, as it does from the pool.
+    return Promise.resolve().then(() => {
+      try {
+        onProgress(bytes);
+      } catch (err) {
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
+      return rec;
+    });
   }
 
   async #hostRun(spec: NativeOpSpec, signal: AbortSignal | undefined, onProgress: ((n: number) => void) | undefined, pinned: { busy: number } | undefined): Promise<OpRecord> {

@@ -4,6 +4,7 @@
 
 #include "bindings.h"
 #include "host_memory.h"
+#include "inline_read.h"
 #include "instance.h"
 #include "io_op.h"
 #include "thread_pool.h"
@@ -20,6 +21,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   ThreadPool::Instance().SetIdleHook(&Operation::FlushDeferred);
   RegisterMemory(env, exports);
   RegisterIo(env, exports);
+  RegisterInlineRead(env, exports);
   return exports;
 }
 
