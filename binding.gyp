@@ -15,6 +15,7 @@
         "src/native/posix_io.cc",
         "src/native/staging_pipe.cc",
         "src/native/inline_read.cc",
+        "src/native/batch_op.cc",
         "src/native/instance.cc",
         "src/native/io_bindings.cc",
         "src/native/memory_bindings.cc",

@@ -188,6 +188,8 @@ export interface NativeAddon {
   residency(fd: number, offset: number, length: number, samples: number): number;
   /** posix_fadvise(DONTNEED) over the whole file. */
   dropCache(fd: number): void;
+  /** Starts a batched read (batch-read.ts builds the spec; batch_op.cc checks it again). */
+  submitBatch(spec: object): { promise: Promise<unknown>; cancel(): void };
   /** One preadv2(RWF_NOWAIT) on the calling thread into `view` at `viewOffset`: bytes read, or -errno. */
   readCached(fd: number, view: ArrayBuffer | SharedArrayBuffer | ArrayBufferView, viewOffset: number, size: number, fileOffset: number): number;
 }

@@ -175,6 +175,18 @@ export class DeviceBuffer {
     if (this.#root.freed) throw usage('ERR_PENSTOCK_FREED', 'This DeviceBuffer was freed');
   }
 
+  /** @internal Marks the memory busy until the returned function is called (once). */
+  retain(): () => void {
+    this.assertLive();
+    const root = this.#root;
+    root.busy++;
+    let held = true;
+    return () => {
+      if (held) root.busy--;
+      held = false;
+    };
+  }
+
   /** @internal Marks the memory busy for the duration of `fn`'s promise. */
   async withBusy<T>(fn: () => Promise<T>): Promise<T> {
     // `return await`, so that async stack traces reach the caller through here.

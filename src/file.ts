@@ -184,6 +184,14 @@ export class PenstockFile {
     return this.#transfer(true, source, options.sourceOffset ?? 0, options);
   }
 
+  /** @internal Counts `p` among this file's operations in flight, so that close() waits for it. */
+  trackOperation(p: Promise<unknown>): void {
+    this.#assertOpen();
+    this.#inflight.add(p);
+    const done = () => this.#inflight.delete(p);
+    p.then(done, done);
+  }
+
   /** Closes the file after the operations in flight settle. Idempotent. */
   close(): Promise<void> {
     if (!this.#closing) this.#closing = this.#doClose();

@@ -2,6 +2,7 @@
 // hook that cancels and drains that environment's operations before Node frees it.
 #include <napi.h>
 
+#include "batch_op.h"
 #include "bindings.h"
 #include "host_memory.h"
 #include "inline_read.h"
@@ -22,6 +23,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterMemory(env, exports);
   RegisterIo(env, exports);
   RegisterInlineRead(env, exports);
+  RegisterBatch(env, exports);
   return exports;
 }
 
