@@ -93,25 +93,39 @@ interface Read {
 export function planBatch(ranges: readonly PlanRange[], l: PlanLimits): BatchPlan {
   const gap = l.coalesceGap ?? COALESCE_GAP;
   const pieces = cut(ranges, l);
-  // Per memory (host, or one GPU) and file, in file order, so neighbours can share a pread.
-  pieces.sort((a, b) => a.device - b.device || a.file - b.file || a.offset - b.offset);
+  // Host pieces in file order, so neighbours can share a pread. Device pieces in target order,
+  // so staging keeps it and pieces next to each other on the GPU go in one copy (host reads copy
+  // nowhere, and file order reads ahead best). Callers often pass ranges in one of these orders
+  // already: sorting is skipped then.
+  const host = pieces.filter((p) => p.device < 0);
+  const device = host.length === pieces.length ? [] : pieces.filter((p) => p.device >= 0);
+  sortIfNeeded(host, (a, b) => a.file - b.file || a.offset - b.offset);
+  sortIfNeeded(device, (a, b) => a.device - b.device || a.target - b.target || a.targetOffset - b.targetOffset || a.offset - b.offset);
   const reads: Read[] = [];
   let cur: Read | undefined;
-  for (const p of pieces) {
-    const max = p.device < 0 ? l.hostReadMax : l.deviceReadMax(p.device);
+  for (const p of host) {
     const end = Math.max(cur?.end ?? 0, p.offset + p.size);
-    if (cur && cur.device === p.device && cur.file === p.file && end - cur.offset <= max && (p.device < 0 ? p.offset <= cur.end + gap : continues(cur, p))) {
+    if (cur && cur.file === p.file && p.offset <= cur.end + gap && end - cur.offset <= l.hostReadMax) {
       cur.end = end;
       cur.pieces.push(p);
-    } else {
-      reads.push((cur = { device: p.device, file: p.file, offset: p.offset, end: p.offset + p.size, pieces: [p] }));
-    }
+    } else reads.push((cur = { device: -1, file: p.file, offset: p.offset, end: p.offset + p.size, pieces: [p] }));
   }
-  // Staging follows the targets: reads into a GPU in the order of their targets, so pieces next
-  // to each other on the GPU sit next to each other in staging and go in one copy. Host reads
-  // stay in file order (they copy nowhere; file order reads ahead best).
-  reads.sort((a, b) => a.device - b.device || (a.device < 0 ? 0 : a.pieces[0]!.target - b.pieces[0]!.target || a.pieces[0]!.targetOffset - b.pieces[0]!.targetOffset));
+  cur = undefined;
+  for (const p of device) {
+    if (cur && cur.device === p.device && cur.file === p.file && p.offset + p.size - cur.offset <= l.deviceReadMax(p.device) && continues(cur, p)) {
+      cur.end = p.offset + p.size;
+      cur.pieces.push(p);
+    } else reads.push((cur = { device: p.device, file: p.file, offset: p.offset, end: p.offset + p.size, pieces: [p] }));
+  }
   return encode(reads, pieces.length, l);
+}
+
+function sortIfNeeded<T>(a: T[], order: (x: T, y: T) => number): void {
+  for (let i = 1; i < a.length; i++)
+    if (order(a[i - 1]!, a[i]!) > 0) {
+      a.sort(order);
+      return;
+    }
 }
 
 /**
@@ -150,7 +164,14 @@ function encode(reads: Read[], pieceCount: number, l: PlanLimits): BatchPlan {
     readPieces[r] = k;
     const direct = rd.device < 0 ? directPlace(rd, l.hostTargets) : undefined;
     if (rd.device < 0) hostReads++;
-    r7.set([rd.file, rd.offset, rd.end - rd.offset, k, rd.pieces.length, direct ? direct.target : -1, direct ? direct.offset : 0], r * 7);
+    const at = r * 7;
+    r7[at] = rd.file;
+    r7[at + 1] = rd.offset;
+    r7[at + 2] = rd.end - rd.offset;
+    r7[at + 3] = k;
+    r7[at + 4] = rd.pieces.length;
+    r7[at + 5] = direct ? direct.target : -1;
+    r7[at + 6] = direct ? direct.offset : 0;
     for (const p of rd.pieces) {
       p4[k * 4] = p.offset - rd.offset;
       p4[k * 4 + 1] = p.size;
