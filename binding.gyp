@@ -16,6 +16,7 @@
         "src/native/staging_pipe.cc",
         "src/native/inline_read.cc",
         "src/native/batch_op.cc",
+        "src/native/batch_bindings.cc",
         "src/native/instance.cc",
         "src/native/io_bindings.cc",
         "src/native/memory_bindings.cc",
