@@ -42,7 +42,7 @@ struct Copy {
 void BatchOp::Start() {
   remaining_ = tasks.size();
   if (tasks.empty()) {
-    Post(true);
+    Finished();
     return;
   }
   ThreadPool& pool = ThreadPool::Instance();
@@ -54,7 +54,7 @@ void BatchOp::Start() {
 void BatchOp::Teardown() {
   cancelled_ = true;
   std::unique_lock<std::mutex> lock(drainMutex_);
-  drained_.wait(lock, [&] { return remaining_.load() == 0; });
+  drained_.wait(lock, [&] { return finished_; });
   keep.SuppressDestruct();
   progress.SuppressDestruct();
   deferred = nullptr;
@@ -75,13 +75,17 @@ void BatchOp::RunNext() {
     if (!e.ok()) Fail(std::move(e));
   }
   busyNs_ += NowNs() - t0;
-  if (remaining_.fetch_sub(1) == 1) {
-    {
-      std::lock_guard<std::mutex> lock(drainMutex_);
-    }
-    drained_.notify_all();
-    Post(true);
+  if (remaining_.fetch_sub(1) == 1) Finished();
+}
+
+void BatchOp::Finished() {
+  // Posted before teardown may go on: the completion channel is torn down once teardown returns.
+  Post(true);
+  {
+    std::lock_guard<std::mutex> lock(drainMutex_);
+    finished_ = true;
   }
+  drained_.notify_all();
 }
 
 void BatchOp::Post(bool done) {

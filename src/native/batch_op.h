@@ -79,6 +79,8 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
 
  private:
   void RunNext();
+  // After the last task: hands the batch to the JS thread, then lets teardown go on.
+  void Finished();
   void Post(bool done);
   void AddProgress(uint64_t n);
   void Fail(ErrorRecord e);
@@ -100,6 +102,7 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   std::vector<std::pair<uint32_t, ErrorRecord>> readErrors_;
   std::mutex drainMutex_;
   std::condition_variable drained_;
+  bool finished_ = false;  // guarded by drainMutex_
   bool torn_ = false;
 };
 
