@@ -55,6 +55,8 @@ export interface Row {
    * each timed repeat, so that each repeat has its own disk rate from the same moment.
    */
   pairedDiskGBps?: number[];
+  /** Batched rows: ranges read per second (median). */
+  rangesPerSecond?: number;
 }
 
 export interface LimitEntry {

@@ -10,6 +10,7 @@ import {
   concurrentReads, penstockRead, penstockWrite, readFileHost, readFileThenCopy, readPinnedThenCopy, sequentialLoop,
   writeFileDevice, writeFileHost, type Buffers, type Method,
 } from './methods.js';
+import { penstockPromiseAll } from './size-sections.js';
 
 const MiB = 1024 * 1024;
 
@@ -107,13 +108,13 @@ export async function deviceReads(env: Env): Promise<void> {
   if (!env.gpu) return env.suite.skip('device reads', 'no GPU');
   env.suite.log('device reads, warm: penstock vs fs.readFile → GPU and fs read → pinned → GPU');
   for (const size of env.sizes)
-    for (const m of [penstockRead('device'), readFileThenCopy, readPinnedThenCopy]) await measureRow(env, 'device-read', m, size);
+    for (const m of [penstockRead('device'), penstockPromiseAll('device'), readFileThenCopy, readPinnedThenCopy]) await measureRow(env, 'device-read', m, size);
 }
 
 export async function hostReads(env: Env): Promise<void> {
   env.suite.log(`host reads, warm: penstock vs fs.readFile, a sequential loop, 16 concurrent FileHandle.read (UV_THREADPOOL_SIZE=${process.env.UV_THREADPOOL_SIZE ?? 'default 4'})`);
   for (const size of env.sizes)
-    for (const m of [penstockRead('host'), readFileHost, sequentialLoop, concurrentReads(16)]) await measureRow(env, 'host-read', m, size);
+    for (const m of [penstockRead('host'), penstockPromiseAll('host'), readFileHost, sequentialLoop, concurrentReads(16)]) await measureRow(env, 'host-read', m, size);
 }
 
 export async function threadSweep(env: Env): Promise<void> {

@@ -19,12 +19,13 @@ import { Suite, type SuiteOptions, type SuiteReport } from './context.js';
 import { Buffers } from './methods.js';
 import { firstRead, latency, limits, memory, warmFile } from './probes.js';
 import { annotateLimits, computeTargets, renderMarkdown, renderSvg, targetsText } from './report.js';
+import { batchedReads, splitSweep } from './size-sections.js';
 import { coldReads, deviceReads, hostReads, taskSweep, threadSweep, writes, type Env } from './sections.js';
 
 const KiB = 1024;
 const MiB = KiB * KiB;
 const GiB = MiB * KiB;
-const SECTIONS = ['limits', 'device', 'host', 'threads', 'tasks', 'latency', 'first', 'memory', 'write', 'cold'] as const;
+const SECTIONS = ['limits', 'device', 'host', 'threads', 'tasks', 'split', 'latency', 'batch', 'first', 'memory', 'write', 'cold'] as const;
 
 const USAGE = `Usage: npm run bench -- [options]
 
@@ -183,7 +184,9 @@ async function main(argv: string[]): Promise<number> {
       ['host', () => hostReads(env)],
       ['threads', () => threadSweep(env)],
       ['tasks', () => taskSweep(env)],
+      ['split', () => splitSweep(env)],
       ['latency', () => latency(env)],
+      ['batch', () => batchedReads(env)],
       ['first', () => firstRead(env)],
       ['memory', () => memory(env)],
       ['write', () => writes(env)],

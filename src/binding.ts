@@ -232,6 +232,10 @@ export interface NativeAddon {
   ipcCloseMemHandle(ordinal: number, ptr: bigint): void;
   /** cuDeviceGetByPCIBusId: the ordinal of the GPU at that bus id in this process. */
   deviceByPciBusId(busId: string): number;
+  /** Starts a batched read (batch-read.ts builds the spec; batch_op.cc checks it again). */
+  submitBatch(spec: object): { promise: Promise<unknown>; cancel(): void };
+  /** One preadv2(RWF_NOWAIT) on the calling thread into `view` at `viewOffset`: bytes read, or -errno. */
+  readCached(fd: number, view: ArrayBuffer | SharedArrayBuffer | ArrayBufferView, viewOffset: number, size: number, fileOffset: number): number;
 }
 
 /** The package root: dist/src/binding.js lives two levels below it. */

@@ -246,6 +246,11 @@ export class DeviceBuffer {
     this.#root.lifetime.assertLive();
   }
 
+  /** @internal Marks the memory busy until the returned function is called (once). */
+  retain(): () => void {
+    return this.#root.lifetime.enter();
+  }
+
   /** @internal Marks the memory busy for the duration of `fn`'s promise. */
   async withBusy<T>(fn: () => Promise<T>): Promise<T> {
     // `return await`, so that async stack traces reach the caller through here.

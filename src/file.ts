@@ -14,7 +14,8 @@ import { progressOf, transferOptions, type ValidOptions } from './transfer-optio
 import { FileRouting, type FileRoute, type RouteReason } from './routing.js';
 import { anyDevicePrepared, cufileEvidence, currentSettings, ensurePool, prepareDevice } from './runtime.js';
 import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
-import { planRead, planWrite } from './transfer-plan.js';
+import { readCached } from './inline-read.js';
+import { planRead, planWrite, readsInline, taskSizeFor } from './transfer-plan.js';
 import { checkLength, checkRange, describe } from './validate.js';
 
 const openAsync = promisify(fs.open);
@@ -108,6 +109,7 @@ export class PenstockFile {
   #resources: FileResources;
   #directRefused: RouteReason | undefined;
   #mappedRefused: RouteReason | undefined;
+  #inlineUnsupported = false;
   #routing: FileRouting;
   #stats = new StatsBook();
   #directPending: Promise<number> | undefined;
@@ -195,6 +197,12 @@ export class PenstockFile {
     return this.#transfer(true, source, options);
   }
 
+  /** @internal Counts `p` among this file's operations in flight, so that close() waits for it. */
+  trackOperation(p: Promise<unknown>): void {
+    const leave = this.#lifetime.enter();
+    p.then(leave, leave);
+  }
+
   /** Closes the file after the operations in flight settle. Idempotent. */
   close(): Promise<void> {
     if (!this.#closing) this.#closing = this.#doClose();
@@ -234,7 +242,7 @@ export class PenstockFile {
     // Decided once the size is known to be valid.
     const plan = (size: number, intoDevice: boolean) =>
       write ? { direct: s.directIoWrite } : planRead(s, this.#fd, fileOffset, size, intoDevice, this.#mappedRefused !== undefined);
-    const base = { write, fd: this.#fd, fileOffset, taskSize: s.taskSize, maxRunners: 0, writePiece: 0 };
+    const base = { write, fd: this.#fd, fileOffset, maxRunners: 0, writePiece: 0 };
 
     if (memory instanceof DeviceBuffer) {
       memory.assertLive();
@@ -250,7 +258,7 @@ export class PenstockFile {
       let spec: NativeOpSpec;
       if (cufile) {
         spec = {
-          ...base, route: 'cufile', directFd: -1, size, devicePtr: memory.ptr + BigInt(memOffset), device,
+          ...base, route: 'cufile', directFd: -1, size, taskSize: taskSizeFor(s, size), devicePtr: memory.ptr + BigInt(memOffset), device,
           cufileHandle: this.#routing.cufileHandle!, cufileBase: memory.ptr, cufileBaseOffset: memOffset,
         };
       } else {
@@ -258,9 +266,9 @@ export class PenstockFile {
         const p = plan(size, true);
         const directFd = p.direct ? await this.#direct() : -1;
         spec = {
-          ...base, route: 'posix-device', directFd, size, devicePtr: memory.ptr + BigInt(memOffset), device,
+          ...base, route: 'posix-device', directFd, size, taskSize: taskSizeFor(s, size), devicePtr: memory.ptr + BigInt(memOffset), device,
           mappedRunners: p.mapped?.runners ?? 0, mappedPiece: p.mapped?.piece ?? 0,
-          ...(write ? planWrite(s, directFd >= 0) : {}),
+          ...(write ? planWrite(s, directFd >= 0, size) : {}),
         };
       }
       if (onProgress) spec.progress = progressOf(onProgress);
@@ -279,16 +287,41 @@ export class PenstockFile {
     const size = options.size ?? Math.max(0, host.length - memOffset);
     checkLength(size, 'size');
     checkRange(memOffset, size, host.length, write ? 'source buffer' : 'target buffer');
+    if (!write && !this.#inlineUnsupported && readsInline(s, size)) {
+      const r = readCached(this.#fd, host, memOffset, size, fileOffset);
+      if (r === 'unsupported') this.#inlineUnsupported = true;
+      else if (r !== 'pool') return this.#inlineDone(r.bytes, r.ns, onProgress);
+    }
     const directFd = plan(size, false).direct ? await this.#direct() : -1;
     ensurePool();
     const spec: NativeOpSpec = {
-      ...base, route: 'posix-host', directFd, size,
+      ...base, route: 'posix-host', directFd, size, taskSize: taskSizeFor(s, size),
       host: host.view, hostOffset: host.offset + memOffset, hostStaging: s.hostStaging,
-      ...(write ? planWrite(s, directFd >= 0) : {}),
+      ...(write ? planWrite(s, directFd >= 0, size) : {}),
     };
     if (onProgress) spec.progress = progressOf(onProgress);
     const run = () => this.#run(spec, signal, (r, failed) => this.#record('posix-host', undefined, r, failed, spec.directFd >= 0));
     return host.pinned ? host.pinned.use(run) : run();
+  }
+
+  /** Records a read done on the calling thread (inline-read.ts) and settles it as the pool would. */
+  #inlineDone(bytes: number, ns: number, onProgress: ((n: number) => void) | undefined): Promise<OpRecord> {
+    const rec = recordOf('posix-host', undefined, { bytes, tasks: 1, busyNs: ns, ioNs: ns, waitNs: 0, peakTasks: 1, eof: false }, false, false);
+    rec.inline = true;
+    this.#stats.record(rec);
+    globalStats.record(rec);
+    if (!onProgress) return Promise.resolve(rec);
+    // Progress comes after the call returns, as it does from the pool.
+    return Promise.resolve().then(() => {
+      try {
+        onProgress(bytes);
+      } catch (err) {
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
+      return rec;
+    });
   }
 
   async #run(

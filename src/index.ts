@@ -16,6 +16,7 @@ export { PinnedBuffer } from './pinned-buffer.js';
 export { open, PenstockFile, type OpenFlags, type OpenOptions, type ReadOptions, type WriteOptions, type TransferOptions, type Memory } from './file.js';
 export { readFileToDevice, readFileToHost, writeFile, type WholeFileOptions } from './whole-file.js';
 export { diagnose, readGdscheck, render as renderDoctorReport, type Check, type CheckStatus, type DiagnoseOptions, type DoctorReport, type Finding, type PathReport, type PlatformFacts, type PredictedRoute, type Prediction, type ProbeResult, type ShapePrediction, type GdscheckReport } from './doctor/index.js';
+export { readBatch, BATCH_ERROR_CODES, type BatchRange, type BatchReadOptions, type BatchReadResult, type BatchRecord, type BatchRouteCounts } from './batch-read.js';
 export { loadShards, type Shard, type ShardResult, type LoadShardsOptions } from './shards.js';
 export type { HostMemory } from './host-memory.js';
 export type { FileRoute, RouteReason } from './routing.js';

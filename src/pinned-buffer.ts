@@ -82,6 +82,11 @@ export class PinnedBuffer {
     this.free();
   }
 
+  /** @internal Counts one use of this memory until the returned function is called (once). */
+  retain(): () => void {
+    return this.#lifetime.enter();
+  }
+
   /** @internal Runs `fn` as one use of this memory (free() refuses until it settles). */
   use<T>(fn: () => Promise<T>): Promise<T> {
     return this.#lifetime.use(fn);

@@ -47,11 +47,17 @@ export function ensurePool(): void {
   }
 }
 
-/** Loads and initialises the CUDA driver once; never throws. */
+let cuda: CudaStatus | undefined;
+
+/**
+ * Loads and initialises the CUDA driver once; never throws. The answer cannot change once the
+ * load was tried, so it is kept: device operations ask on every call.
+ */
 export function cudaStatus(): CudaStatus {
+  if (cuda) return cuda;
   const n = native();
   const s = n.cudaStatus();
-  return s.path ? s : n.cudaLoad(currentSettings().cudaLibrary);
+  return (cuda = s.path ? s : n.cudaLoad(currentSettings().cudaLibrary));
 }
 
 /** A sentence saying why device memory cannot be used, or undefined when it can. */

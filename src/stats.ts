@@ -81,6 +81,8 @@ export interface OpRecord extends WorkShare {
   failed?: boolean;
   /** The operation went through O_DIRECT (bypassing the page cache). */
   direct?: boolean;
+  /** The read was done on the calling thread by a non-blocking read from the page cache, not by the pool. */
+  inline?: boolean;
   /** The most of its tasks that ran at once (its mapped share not counted). */
   peakTasks?: number;
   /** The share that the GPU copied straight out of page-cache pages (route `mapped-device`). */

@@ -7,7 +7,8 @@ import fs from 'node:fs';
 import { native } from './binding.js';
 import type { Settings } from './config.js';
 
-const MiB = 1024 * 1024;
+const KiB = 1024;
+const MiB = 1024 * KiB;
 
 /** Reads at least this large are checked for page-cache residency under directIoRead 'auto'. */
 export const AUTO_DIRECT_MIN = 64 * MiB;
@@ -30,6 +31,39 @@ export const WRITE_SCRATCH_PIECE = 1 * MiB;
 export const MAPPED_PIECE = 64 * MiB;
 /** Registration serialises in the CUDA driver: one worker registering is the most that helps. */
 export const MAPPED_RUNNERS = 1;
+
+/**
+ * The smallest task an operation is cut into so that more threads take part. A read of 16 MiB
+ * in 4 MiB tasks keeps only 4 of 16 threads busy; cut to 1 MiB it keeps all 16. Below this size
+ * the fixed cost of a task (a queue turn, a wake-up, a copy issued) outweighs the parallelism
+ * (bench section `split` measures it).
+ */
+export const TASK_FLOOR = 256 * KiB;
+/** Task boundaries stay on page multiples: O_DIRECT spans and mapped pieces need them. */
+const TASK_ALIGN = 4096;
+
+/**
+ * Bytes per task for an operation of `size` bytes run by `runners` tasks at once: `taskSize` for
+ * large operations, and smaller for mid-size ones, so that there are at least as many tasks as
+ * runners, but never below {@link TASK_FLOOR}.
+ */
+export function taskSizeFor(s: Readonly<Settings>, size: number, runners: number = s.threads): number {
+  const perRunner = Math.ceil(size / Math.max(1, runners));
+  const t = Math.min(s.taskSize, Math.max(TASK_FLOOR, perRunner));
+  return Math.ceil(t / TASK_ALIGN) * TASK_ALIGN;
+}
+
+/**
+ * Host reads up to this size are first tried on the calling thread, from the page cache
+ * (inline-read.ts). Up to here the copy costs less than the pool's hand-offs; past it the
+ * event loop would be held for longer than a pool read takes (bench section `latency`).
+ */
+export const INLINE_READ_MAX = 64 * KiB;
+
+/** Whether a host read of `size` bytes is first tried on the calling thread. */
+export function readsInline(s: Readonly<Settings>, size: number): boolean {
+  return size > 0 && size <= INLINE_READ_MAX && s.directIoRead !== true;
+}
 
 /** Pages sampled by mincore for a residency estimate. */
 const SAMPLES = 64;
@@ -92,8 +126,8 @@ export function writeRunners(s: Readonly<Settings>, direct: boolean): number {
   return Math.min(s.threads, s.writeThreads === 'auto' ? AUTO_WRITE_THREADS : s.writeThreads);
 }
 
-/** The native knobs of a write, once it is known whether O_DIRECT is really in use. */
-export function planWrite(s: Readonly<Settings>, direct: boolean): { maxRunners: number; writePiece: number } {
+/** The native knobs of a write of `size` bytes, once it is known whether O_DIRECT is really in use. */
+export function planWrite(s: Readonly<Settings>, direct: boolean, size: number): { maxRunners: number; writePiece: number; taskSize: number } {
   const maxRunners = writeRunners(s, direct);
-  return { maxRunners, writePiece: writeScratchPiece(s, maxRunners) };
+  return { maxRunners, writePiece: writeScratchPiece(s, maxRunners), taskSize: taskSizeFor(s, size, maxRunners || s.threads) };
 }

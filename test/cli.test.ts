@@ -12,7 +12,7 @@ test('demo reads a sample file, verifies it and names the route', () => {
   const r = run('demo', '--size', '8MiB');
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, /^Target: host memory \(no usable GPU here: .*\)$/m);
-  assert.match(r.stdout, /^Route: posix-host \(2 ops, 8388608 bytes\)$/m);
+  assert.match(r.stdout, /^Route: posix-host \(\d+ ops, 8388608 bytes\)$/m);
   assert.match(r.stdout, /^Verified: yes, sha256 matches the file/m);
   assert.match(r.stdout, /^Bytes: 8388608 {2}Seconds: [\d.]+ {2}Throughput: [\d.]+ GB\/s/m);
 });

@@ -6,6 +6,8 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
+import { defaults } from '../src/config.js';
+import { taskSizeFor } from '../src/transfer-plan.js';
 import { fakeDriverDir, makeFile, repoRoot } from './helpers.js';
 
 const entry = path.join(repoRoot, 'dist/src/index.js');
@@ -91,7 +93,7 @@ test('cuFile missing: the staged path, with the reason; compatMode off makes it 
   assert.equal(route.device, 'posix-device');
   assert.equal(route.reason.code, 'CUFILE_NOT_LOADED');
   assert.match(route.reason.message, /PENSTOCK_CUFILE_LIBRARY/);
-  assert.equal(auto.json.stats, 2);
+  assert.equal(auto.json.stats, Math.ceil((8 << 20) / taskSizeFor(defaults(), 8 << 20)), 'tasks of the default plan');
   const off = child(routeBody('off'), { PENSTOCK_CUFILE_LIBRARY: '/nonexistent/libcufile.so.0' });
   const [name, code, message] = off.json.error as string[];
   assert.equal(name, 'PenstockError');
@@ -186,6 +188,25 @@ for (const [name, body] of [
      const w = new Worker(\`const p = await import(${JSON.stringify(JSON.stringify(entry)).slice(1, -1)});
        p.configure({ threads: 1, taskSize: 4096 }); const f = await p.open(${JSON.stringify(JSON.stringify(file)).slice(1, -1)});
        for (let i = 0; i < 8; i++) f.read(Buffer.alloc(8 << 20));
+       (await import('node:worker_threads')).parentPort.postMessage('go');\`, { eval: true, type: 'module' });
+     await new Promise((r) => w.once('message', r)); await w.terminate();
+     const f = await p.open(${JSON.stringify(file)}); console.log(JSON.stringify({ after: await f.read(Buffer.alloc(4096)) }));`,
+  ],
+  [
+    'batched reads into host and GPU memory in flight',
+    `p.configure({ threads: 2, bounceBufferSize: 65536 }); const f = await p.open(${JSON.stringify(file)}, 'r', { compatMode: 'on' });
+     const b = p.DeviceBuffer.alloc(8 << 20); const h = Buffer.alloc(8 << 20);
+     const ranges = (t) => Array.from({ length: 2000 }, (_, i) => ({ fileOffset: (i * 7 * 4096) % (8 << 20), size: 4096, target: t, targetOffset: i * 4096 }));
+     for (let i = 0; i < 4; i++) { p.readBatch(ranges(b), { file: f }).catch(() => {}); p.readBatch(ranges(h), { file: f }).catch(() => {}); }
+     setTimeout(() => process.exit(0), 5);`,
+  ],
+  [
+    'a worker thread terminated mid-batch',
+    `const { Worker } = await import('node:worker_threads');
+     const w = new Worker(\`const p = await import(${JSON.stringify(JSON.stringify(entry)).slice(1, -1)});
+       p.configure({ threads: 1 }); const f = await p.open(${JSON.stringify(JSON.stringify(file)).slice(1, -1)}, 'r', { compatMode: 'on' });
+       const b = p.DeviceBuffer.alloc(8 << 20); const h = Buffer.alloc(8 << 20);
+       for (const t of [b, h, b, h]) p.readBatch(Array.from({ length: 2000 }, (_, i) => ({ fileOffset: i * 4096, size: 4096, target: t, targetOffset: i * 4096 })), { file: f });
        (await import('node:worker_threads')).parentPort.postMessage('go');\`, { eval: true, type: 'module' });
      await new Promise((r) => w.once('message', r)); await w.terminate();
      const f = await p.open(${JSON.stringify(file)}); console.log(JSON.stringify({ after: await f.read(Buffer.alloc(4096)) }));`,

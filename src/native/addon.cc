@@ -4,8 +4,10 @@
 
 #include <mutex>
 
+#include "batch_op.h"
 #include "bindings.h"
 #include "host_memory.h"
+#include "inline_read.h"
 #include "instance.h"
 #include "io_op.h"
 #include "thread_pool.h"
@@ -23,6 +25,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterMemory(env, exports);
   RegisterIo(env, exports);
   RegisterIpc(env, exports);
+  RegisterInlineRead(env, exports);
+  RegisterBatch(env, exports);
   return exports;
 }
 

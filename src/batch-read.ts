@@ -1,0 +1,279 @@
+/**
+ * Batched reads: many ranges of one or several files, into host or GPU memory, in one call with
+ * one Promise, one progress stream and a result per range. Ranges near each other in a file
+ * share one pread (batch-plan.ts); ranges into a GPU are gathered into pinned staging and
+ * copied over in as few copies as their targets allow. The building block for data loaders that
+ * fetch thousands of samples at once: per range it costs a pread, not an operation.
+ */
+import { native } from './binding.js';
+import { planBatch, type PlanRange } from './batch-plan.js';
+import { DeviceBuffer } from './device-buffer.js';
+import { AbortError, fromNative, usage } from './errors.js';
+import { PenstockFile, type Memory } from './file.js';
+import { hostRegion, isHostMemory, regionBytes } from './host-memory.js';
+import type { PinnedBuffer } from './pinned-buffer.js';
+import { bounceBytes, currentSettings, ensurePool, prepareDevice } from './runtime.js';
+import { globalStats, type Route } from './stats.js';
+import { checkLength, checkRange, describe } from './validate.js';
+
+/** The error codes this module adds, each with its meaning. */
+export const BATCH_ERROR_CODES = {
+  ERR_PENSTOCK_NO_FILE: 'a batch range names no file, and the batch has no default file',
+} as const;
+
+/** One range of a batch. */
+export interface BatchRange {
+  /** The file to read from; default: the batch's `file` option. */
+  file?: PenstockFile;
+  /** Byte offset in the file. */
+  fileOffset: number;
+  /** Bytes to read. */
+  size: number;
+  /** Where they go: GPU or host memory. */
+  target: Memory;
+  /** Byte offset in the target (default 0). */
+  targetOffset?: number;
+}
+
+export interface BatchReadOptions {
+  /** The file of ranges that name none. */
+  file?: PenstockFile;
+  /** Cancels the reads not yet done; the Promise then rejects with an AbortError. */
+  signal?: AbortSignal;
+  /** Called on the JS thread with the bytes done so far over the whole batch. */
+  onProgress?: (bytesDone: number) => void;
+}
+
+/** What one route carried of a batch. */
+export interface BatchRouteCounts {
+  /** Ranges (or parts of them, for ranges cut to fit staging) that took the route. */
+  ranges: number;
+  /** preads issued. */
+  ops: number;
+  /** Bytes delivered into the targets. */
+  bytes: number;
+  /** Copies to the GPU (device routes). */
+  copies?: number;
+}
+
+/** The record of a batch: what was asked and how it was carried. */
+export interface BatchRecord {
+  ranges: number;
+  /** Tasks the batch was split into on the pool. */
+  tasks: number;
+  routes: Partial<Record<Route, BatchRouteCounts>>;
+  /** Thread time over all tasks, and of it inside pread and waiting for GPU copies (ns). */
+  busyNs: number;
+  ioNs: number;
+  waitNs: number;
+}
+
+/** The outcome of a batch. */
+export interface BatchReadResult {
+  /**
+   * Bytes read per range, in the order given: the range's size, fewer when the range reaches
+   * end of file (not an error; the rest of its target is untouched), and what arrived before
+   * the failure for a range in `errors`.
+   */
+  bytes: Float64Array;
+  /** The ranges that failed, by index, each with its typed error; the others were read. */
+  errors: Map<number, Error>;
+  /** Sum of `bytes`. */
+  totalBytes: number;
+  record: BatchRecord;
+}
+
+const READABLE = new Set(['r', 'r+', 'w+', 'wx+']);
+
+interface NativeBatchResult {
+  preads: number;
+  copies: number;
+  busyNs: number;
+  ioNs: number;
+  waitNs: number;
+  readErrors: { read: number; error: unknown }[];
+}
+
+/**
+ * Reads every range of `ranges` in one operation. Bad input (an offset that is not a
+ * non-negative integer, a range past its target's end, a closed or write-only file, freed
+ * memory) rejects the whole call before anything is read. Failures of the reads themselves
+ * (an I/O error of one file) are reported per range in `errors`; a failed GPU copy or an abort
+ * rejects the whole call.
+ */
+export async function readBatch(ranges: readonly BatchRange[], options: BatchReadOptions = {}): Promise<BatchReadResult> {
+  return await start(ranges, options);
+}
+
+function start(ranges: readonly BatchRange[], options: BatchReadOptions): Promise<BatchReadResult> {
+  if (!Array.isArray(ranges)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `ranges must be an array, got ${describe(ranges)}`);
+  const { signal, onProgress } = options;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'signal must be an AbortSignal');
+  if (onProgress !== undefined && typeof onProgress !== 'function') throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'onProgress must be a function');
+  if (options.file !== undefined && !(options.file instanceof PenstockFile)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'file must be a PenstockFile');
+  if (signal?.aborted) throw new AbortError(undefined, { cause: signal.reason });
+
+  const files = new Map<PenstockFile, number>();
+  const hostIndex = new Map<ArrayBuffer | SharedArrayBuffer, number>();
+  const hostViews: (ArrayBuffer | Uint8Array)[] = [];
+  const pinned = new Set<PinnedBuffer>();
+  const devices: DeviceBuffer[] = [];
+  const deviceIndex = new Map<DeviceBuffer, number>();
+  const planned: PlanRange[] = new Array(ranges.length);
+  const hostRanges: number[] = [];
+  for (let i = 0; i < ranges.length; i++) {
+    const r = ranges[i];
+    if (!r || typeof r !== 'object') throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `ranges[${i}] must be an object, got ${describe(r)}`);
+    const file = r.file ?? options.file;
+    if (file === undefined) throw usage('ERR_PENSTOCK_NO_FILE', `ranges[${i}] names no file and the batch has no default file`);
+    if (!(file instanceof PenstockFile)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `ranges[${i}].file must be a PenstockFile`);
+    let fi = files.get(file);
+    if (fi === undefined) {
+      if (file.closed) throw usage('ERR_PENSTOCK_FILE_CLOSED', `The file ${file.path} is closed`);
+      if (!READABLE.has(file.flags)) throw usage('ERR_PENSTOCK_NOT_READABLE', `The file ${file.path} was opened '${file.flags}' (write-only)`);
+      files.set(file, (fi = files.size));
+    }
+    const { fileOffset, size } = r;
+    const targetOffset = r.targetOffset ?? 0;
+    checkLength(fileOffset, `ranges[${i}].fileOffset`);
+    checkLength(size, `ranges[${i}].size`);
+    checkLength(targetOffset, `ranges[${i}].targetOffset`);
+    const t = r.target;
+    if (t instanceof DeviceBuffer) {
+      t.assertLive();
+      checkRange(targetOffset, size, t.byteLength, `DeviceBuffer of ranges[${i}]`);
+      let di = deviceIndex.get(t);
+      if (di === undefined) deviceIndex.set(t, (di = devices.push(t) - 1));
+      planned[i] = { file: fi, fileOffset, size, target: di, targetOffset, device: t.device };
+    } else {
+      if (!isHostMemory(t)) throw usage('ERR_PENSTOCK_INVALID_BUFFER', `ranges[${i}].target must be a DeviceBuffer or host memory, got ${describe(t)}`);
+      const h = hostRegion(t, `target of ranges[${i}]`);
+      checkRange(targetOffset, size, h.length, `target of ranges[${i}]`);
+      // A view penstock built from the engine's record: its buffer and offset can be trusted.
+      const bytes = regionBytes(h);
+      const buffer = bytes.buffer;
+      let hi = hostIndex.get(buffer);
+      if (hi === undefined) {
+        hostIndex.set(buffer, (hi = hostViews.length));
+        // Node-API reads a SharedArrayBuffer only through a view.
+        hostViews.push(buffer instanceof ArrayBuffer ? buffer : new Uint8Array(buffer));
+      }
+      if (h.pinned) pinned.add(h.pinned);
+      planned[i] = { file: fi, fileOffset, size, target: hi, targetOffset: bytes.byteOffset + targetOffset, device: -1 };
+      hostRanges.push(i);
+    }
+  }
+  // Device targets are numbered after the host ones.
+  const nHost = hostViews.length;
+  for (let i = 0; i < planned.length; i++) if (planned[i]!.device >= 0) planned[i]!.target += nHost;
+
+  const s = currentSettings();
+  ensurePool();
+  for (const ordinal of new Set(devices.map((d) => d.device))) prepareDevice(ordinal);
+  const half = bounceBytes() / 2;
+  const plan = planBatch(planned, { threads: s.threads, hostReadMax: s.taskSize, deviceReadMax: () => half, hostTargets: nHost });
+  const pieceBytes = new Float64Array(plan.pieceRange.length);
+  const fileList = [...files.keys()];
+  const spec = {
+    fds: Int32Array.from(fileList, (f) => f.fd),
+    reads: plan.reads, pieces: plan.pieces, tasks: plan.tasks,
+    hostTargets: hostViews,
+    deviceTargets: BigUint64Array.from(devices, (d) => d.ptr),
+    deviceLengths: Float64Array.from(devices, (d) => d.byteLength),
+    deviceOrdinals: Int32Array.from(devices, (d) => d.device),
+    pieceBytes,
+    ...(onProgress ? { progress: guarded(onProgress) } : {}),
+  };
+
+  const releases = [...devices.map((d) => d.retain()), ...[...pinned].map((p) => p.retain())];
+  let op: { promise: Promise<NativeBatchResult>; cancel(): void };
+  try {
+    op = native().submitBatch(spec) as typeof op;
+  } catch (err) {
+    for (const r of releases) r();
+    throw fromNative(err);
+  }
+  const onAbort = () => op.cancel();
+  signal?.addEventListener('abort', onAbort, { once: true });
+  const done = op.promise.then(
+    (r) => settle(r, ranges.length, plan, pieceBytes, planned, fileList, hostRanges.length),
+    (err) => {
+      recordFailure(devices.length > 0, hostRanges.length > 0);
+      const e = fromNative(err);
+      if (e instanceof AbortError && signal?.reason !== undefined) throw new AbortError(undefined, { cause: signal.reason });
+      throw e;
+    },
+  );
+  const finished = done.finally(() => {
+    signal?.removeEventListener('abort', onAbort);
+    for (const r of releases) r();
+  });
+  for (const f of fileList) f.trackOperation(finished);
+  return finished;
+}
+
+/** A callback whose throw surfaces as an uncaught error instead of breaking the batch. */
+function guarded(fn: (n: number) => void): (n: number) => void {
+  return (n) => {
+    try {
+      fn(n);
+    } catch (err) {
+      queueMicrotask(() => {
+        throw err;
+      });
+    }
+  };
+}
+
+function settle(
+  r: NativeBatchResult, count: number, plan: ReturnType<typeof planBatch>, pieceBytes: Float64Array,
+  planned: PlanRange[], files: PenstockFile[], hostRangeCount: number,
+): BatchReadResult {
+  const bytes = new Float64Array(count);
+  const { pieceRange, readPieces } = plan;
+  let hostBytes = 0;
+  let deviceBytes = 0;
+  for (let k = 0; k < pieceRange.length; k++) {
+    const i = pieceRange[k]!;
+    bytes[i] = bytes[i]! + pieceBytes[k]!;
+    if (planned[i]!.device < 0) hostBytes += pieceBytes[k]!;
+    else deviceBytes += pieceBytes[k]!;
+  }
+  const errors = new Map<number, Error>();
+  for (const { read, error } of r.readErrors) {
+    const file = files[plan.reads[read * 7]!];
+    for (let k = readPieces[read]!; k < readPieces[read + 1]!; k++) {
+      const i = pieceRange[k]!;
+      if (!errors.has(i)) errors.set(i, fromNative(error, file?.path));
+    }
+  }
+  const routes: BatchRecord['routes'] = {};
+  const { hostReads, deviceReads } = plan.counts;
+  const reads = hostReads + deviceReads;
+  const share = (n: number) => (reads ? n / reads : 0);
+  if (hostRangeCount > 0) {
+    routes['posix-host'] = { ranges: hostRangeCount, ops: hostReads, bytes: hostBytes };
+    record('posix-host', hostReads, hostBytes, r, share(hostReads));
+  }
+  if (hostRangeCount < count) {
+    routes['posix-device'] = { ranges: count - hostRangeCount, ops: deviceReads, bytes: deviceBytes, copies: r.copies };
+    record('posix-device', deviceReads, deviceBytes, r, share(deviceReads));
+  }
+  let totalBytes = 0;
+  for (let i = 0; i < count; i++) totalBytes += bytes[i]!;
+  return {
+    bytes, errors, totalBytes,
+    record: { ranges: count, tasks: plan.counts.tasks, routes, busyNs: r.busyNs, ioNs: r.ioNs, waitNs: r.waitNs },
+  };
+}
+
+/** Process-wide counters: a batch counts as one operation per route, its preads as that route's ops. */
+function record(route: Route, ops: number, bytes: number, r: NativeBatchResult, share: number): void {
+  globalStats.record({ route, tasks: ops, bytes, busyNs: r.busyNs * share, ioNs: r.ioNs * share, waitNs: r.waitNs * share });
+}
+
+function recordFailure(device: boolean, host: boolean): void {
+  const failed = { tasks: 0, bytes: 0, busyNs: 0, ioNs: 0, waitNs: 0, failed: true };
+  if (host) globalStats.record({ route: 'posix-host', ...failed });
+  if (device) globalStats.record({ route: 'posix-device', ...failed });
+}

@@ -1,0 +1,33 @@
+/**
+ * Small host reads on the calling thread, when the page cache holds every byte: one non-blocking
+ * `preadv2(RWF_NOWAIT)`, which fails rather than wait for the disk. It skips the pool's queue,
+ * a worker's wake-up and the hand-back to the JS thread, which cost several times the read
+ * itself at 4 KiB. Anything it cannot finish (bytes not cached, end of file, an error) goes to
+ * the pool as before, so the result is the same either way.
+ */
+import { performance } from 'node:perf_hooks';
+import { native } from './binding.js';
+import type { HostRegion } from './host-memory.js';
+
+/** The outcome of one attempt. */
+export type CachedRead =
+  /** Every byte was read here, taking `ns` nanoseconds. */
+  | { bytes: number; ns: number }
+  /** Not here: let the pool read it. */
+  | 'pool'
+  /** This file (its file system) does not support non-blocking reads: stop trying. */
+  | 'unsupported';
+
+/** errno values that say the kernel or file system has no RWF_NOWAIT (rather than "not cached"). */
+const UNSUPPORTED = new Set([95 /* EOPNOTSUPP */, 22 /* EINVAL */, 38 /* ENOSYS */]);
+
+/** Reads `size` bytes at `fileOffset` into `host` at `offset`, if the page cache has them all. */
+export function readCached(fd: number, host: HostRegion, offset: number, size: number, fileOffset: number): CachedRead {
+  const t0 = performance.now();
+  const r = native().readCached(fd, host.view, host.offset + offset, size, fileOffset);
+  if (r === size) return { bytes: r, ns: Math.round((performance.now() - t0) * 1e6) };
+  // A short count is either the end of the file or a page that was not cached: the pool reads
+  // it again in full and tells which (the bytes already copied are the same bytes).
+  if (r < 0 && UNSUPPORTED.has(-r)) return 'unsupported';
+  return 'pool';
+}

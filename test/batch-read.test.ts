@@ -1,0 +1,221 @@
+/** Batched reads into host memory: byte-exact per range, end of file, errors per range, abort. */
+import assert from 'node:assert/strict';
+import { after, describe, test } from 'node:test';
+import { configure, getConfig, open, readBatch, stats, type BatchRange } from '../src/index.js';
+import { planBatch } from '../src/batch-plan.js';
+import { makeFile } from './helpers.js';
+
+const initial = getConfig();
+after(() => configure(initial));
+const KiB = 1024;
+
+/** A fixed pseudo-random sequence. */
+function rng(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return (x >>> 0) / 2 ** 32;
+  };
+}
+
+describe('readBatch into host memory', () => {
+  test('every range byte-exact: random, adjacent, near, overlapping, empty; bytes outside untouched', async () => {
+    for (const threads of [1, 4]) {
+      configure({ threads, taskSize: 64 * KiB });
+      const { file, data } = makeFile(3 << 20);
+      await using f = await open(file);
+      const next = rng(threads + 11);
+      const targets: Uint8Array[] = [Buffer.alloc(2 << 20, 0xee), new Uint8Array(new SharedArrayBuffer(1 << 20)).fill(0xee)];
+      const ranges: BatchRange[] = [];
+      let at = [0, 0];
+      const add = (fileOffset: number, size: number) => {
+        const t = ranges.length % 2;
+        ranges.push({ fileOffset, size, target: targets[t]!, targetOffset: at[t]! });
+        at[t]! += size + 3;
+      };
+      for (let i = 0; i < 150; i++) add(Math.floor(next() * (3 << 20) - 200 * KiB), Math.floor(next() * 9000));
+      for (let i = 0; i < 20; i++) add(100_000 + i * 4096, 4096); // adjacent
+      for (let i = 0; i < 20; i++) add(900_000 + i * 6000, 5000); // near
+      add(5000, 200 * KiB); // longer than a read: cut
+      add(5000, 100); // overlapping the one before
+      add(777, 0);
+      for (const r of ranges) r.fileOffset = Math.max(0, r.fileOffset);
+      const res = await readBatch(ranges, { file: f });
+      assert.equal(res.errors.size, 0);
+      const covered = targets.map((t) => new Uint8Array(t.length));
+      let total = 0;
+      ranges.forEach((r, i) => {
+        const t = r.target as Uint8Array;
+        const off = r.targetOffset!;
+        assert.equal(res.bytes[i], r.size, `range ${i} bytes`);
+        assert.ok(Buffer.from(t.buffer, t.byteOffset + off, r.size).equals(data.subarray(r.fileOffset, r.fileOffset + r.size)), `range ${i} data`);
+        covered[targets.indexOf(t)]!.fill(1, off, off + r.size);
+        total += r.size;
+      });
+      assert.equal(res.totalBytes, total);
+      targets.forEach((t, k) => t.forEach((b, j) => covered[k]![j] || assert.equal(b, 0xee, `target ${k} byte ${j} untouched`)));
+      const rec = res.record;
+      assert.equal(rec.ranges, ranges.length);
+      assert.equal(rec.routes['posix-host']?.bytes, total);
+      assert.ok(rec.routes['posix-host']!.ops < ranges.length, 'near ranges shared preads');
+    }
+  });
+
+  test('ranges of several files; a range reaching end of file is short, not an error', async () => {
+    configure({ threads: 4, taskSize: 4 << 20 });
+    const a = makeFile(10_000);
+    const b = makeFile(50_000);
+    await using fa = await open(a.file);
+    await using fb = await open(b.file);
+    const t = Buffer.alloc(30_000, 0xee);
+    const res = await readBatch([
+      { file: fa, fileOffset: 9000, size: 4000, target: t, targetOffset: 0 },
+      { file: fb, fileOffset: 100, size: 4000, target: t, targetOffset: 5000 },
+      { file: fa, fileOffset: 20_000, size: 100, target: t, targetOffset: 10_000 },
+      { file: fb, fileOffset: 46_000, size: 8000, target: t, targetOffset: 12_000 },
+    ]);
+    assert.deepEqual([...res.bytes], [1000, 4000, 0, 4000]);
+    assert.equal(res.errors.size, 0);
+    assert.ok(t.subarray(0, 1000).equals(a.data.subarray(9000)));
+    assert.ok(t.subarray(1000, 5000).every((x) => x === 0xee), 'past end of file untouched');
+    assert.ok(t.subarray(5000, 9000).equals(b.data.subarray(100, 4100)));
+    assert.ok(t.subarray(10_000, 12_000).every((x) => x === 0xee));
+    assert.ok(t.subarray(12_000, 16_000).equals(b.data.subarray(46_000)));
+    assert.ok(t.subarray(16_000).every((x) => x === 0xee));
+  });
+
+  test('a failing file fails its ranges only, each with its error', async () => {
+    const { file, data } = makeFile(64 * KiB);
+    await using good = await open(file);
+    // Reading address 0 of the process's own memory fails with EIO.
+    await using bad = await open('/proc/self/mem');
+    const t = Buffer.alloc(4 * 4096, 0xee);
+    const res = await readBatch([
+      { file: good, fileOffset: 0, size: 4096, target: t, targetOffset: 0 },
+      { file: bad, fileOffset: 0, size: 4096, target: t, targetOffset: 4096 },
+      { file: good, fileOffset: 8192, size: 4096, target: t, targetOffset: 8192 },
+      { file: bad, fileOffset: 64, size: 100, target: t, targetOffset: 12288 },
+    ]);
+    assert.deepEqual([...res.errors.keys()].sort(), [1, 3]);
+    for (const i of [1, 3]) {
+      const e = res.errors.get(i) as Error & { code?: string; syscall?: string };
+      assert.equal(e.code, 'EIO');
+      assert.equal(e.syscall, 'pread');
+    }
+    assert.deepEqual([...res.bytes], [4096, 0, 4096, 0]);
+    assert.ok(t.subarray(0, 4096).equals(data.subarray(0, 4096)));
+    assert.ok(t.subarray(8192, 12288).equals(data.subarray(8192, 12288)));
+    assert.ok(t.subarray(4096, 8192).every((x) => x === 0xee));
+  });
+
+  test('abort before or during the batch rejects with AbortError', async () => {
+    const { file } = makeFile(1 << 20);
+    await using f = await open(file);
+    const t = Buffer.alloc(1 << 20);
+    const ranges = Array.from({ length: 2000 }, (_, i) => ({ fileOffset: (i * 4096) % (1 << 20), size: 512, target: t, targetOffset: (i * 512) % (1 << 20) }));
+    const before = new AbortController();
+    before.abort(new Error('no'));
+    await assert.rejects(readBatch(ranges, { file: f, signal: before.signal }), { name: 'AbortError' });
+    const during = new AbortController();
+    const p = readBatch(ranges, { file: f, signal: during.signal });
+    during.abort('stop');
+    await assert.rejects(p, (e: Error & { cause?: unknown }) => e.name === 'AbortError' && e.cause === 'stop');
+    // The file still works afterwards.
+    assert.equal((await readBatch(ranges.slice(0, 3), { file: f })).totalBytes, 1536);
+  });
+
+  test('bad input rejects the whole batch before anything is read', async () => {
+    const { file } = makeFile(8192);
+    await using f = await open(file);
+    const t = Buffer.alloc(100, 0xee);
+    const cases: [BatchRange[], string][] = [
+      [[{ fileOffset: -1, size: 1, target: t }], 'ERR_PENSTOCK_INVALID_ARGUMENT'],
+      [[{ fileOffset: 0, size: 1.5, target: t }], 'ERR_PENSTOCK_INVALID_ARGUMENT'],
+      [[{ fileOffset: 0, size: 10, target: t }, { fileOffset: 0, size: 10, target: t, targetOffset: 95 }], 'ERR_PENSTOCK_OUT_OF_RANGE'],
+      [[{ fileOffset: 0, size: 10, target: 'x' as unknown as Buffer }], 'ERR_PENSTOCK_INVALID_BUFFER'],
+    ];
+    for (const [ranges, code] of cases) await assert.rejects(readBatch(ranges, { file: f }), { code });
+    await assert.rejects(readBatch([{ fileOffset: 0, size: 1, target: t }]), { code: 'ERR_PENSTOCK_NO_FILE' });
+    await using w = await open(makeFile(10).file, 'w');
+    await assert.rejects(readBatch([{ file: w, fileOffset: 0, size: 1, target: t }]), { code: 'ERR_PENSTOCK_NOT_READABLE' });
+    const closed = await open(file);
+    await closed.close();
+    await assert.rejects(readBatch([{ file: closed, fileOffset: 0, size: 1, target: t }]), { code: 'ERR_PENSTOCK_FILE_CLOSED' });
+    await assert.rejects(readBatch('x' as unknown as BatchRange[]), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT' });
+    assert.ok(t.every((x) => x === 0xee), 'nothing was read');
+  });
+
+  test('one progress stream up to the total; process-wide stats count preads; close() waits', async () => {
+    configure({ threads: 4, taskSize: 64 * KiB });
+    const { file, data } = makeFile(2 << 20);
+    const f = await open(file);
+    const t = Buffer.alloc(2 << 20);
+    const ranges = Array.from({ length: 64 }, (_, i) => ({ fileOffset: i * 32 * KiB, size: 16 * KiB, target: t, targetOffset: i * 16 * KiB }));
+    const seen: number[] = [];
+    const before = stats().routes['posix-host'];
+    const p = readBatch(ranges, { file: f, onProgress: (n) => seen.push(n) });
+    const closing = f.close();
+    const res = await p;
+    await closing;
+    assert.equal(seen.at(-1), 64 * 16 * KiB);
+    assert.ok(seen.every((n, i) => i === 0 || n > seen[i - 1]!), 'progress only grows');
+    const after = stats().routes['posix-host'];
+    assert.equal(after.ops - before.ops, res.record.routes['posix-host']!.ops);
+    assert.equal(after.bytes - before.bytes, 64 * 16 * KiB);
+    assert.equal(after.operations - before.operations, 1);
+    for (let i = 0; i < 64; i++) assert.ok(t.subarray(i * 16 * KiB, (i + 1) * 16 * KiB).equals(data.subarray(i * 32 * KiB, i * 32 * KiB + 16 * KiB)));
+  });
+});
+
+describe('batch plan', () => {
+  const limits = { threads: 4, hostReadMax: 1 << 20, deviceReadMax: () => 64 * KiB, hostTargets: 1 };
+
+  test('adjacent ranges into adjacent memory are one pread straight into the target', () => {
+    const ranges = Array.from({ length: 8 }, (_, i) => ({ file: 0, fileOffset: 4096 * (7 - i), size: 4096, target: 0, targetOffset: 4096 * (7 - i), device: -1 }));
+    const p = planBatch(ranges, limits);
+    assert.equal(p.reads.length / 7, 1);
+    assert.deepEqual([...p.reads], [0, 0, 32768, 0, 8, 0, 0]);
+  });
+
+  test('near ranges share a read through scratch; far ones do not; files and memories never mix', () => {
+    const r = (file: number, fileOffset: number, device = -1, target = 0) => ({ file, fileOffset, size: 100, target, targetOffset: 0, device });
+    const p = planBatch([r(0, 0), r(0, 5000), r(0, 500_000), r(1, 200), r(0, 300, 0, 1)], { ...limits, hostTargets: 1 });
+    const reads = Array.from({ length: p.reads.length / 7 }, (_, i) => [...p.reads.subarray(i * 7, i * 7 + 7)]);
+    assert.deepEqual(reads.map((x) => [x[0], x[1], x[2], x[4], x[5]]), [
+      [0, 0, 5100, 2, -1],
+      [0, 500_000, 100, 1, 0],
+      [1, 200, 100, 1, 0],
+      [0, 300, 100, 1, -1],
+    ]);
+    assert.deepEqual([...p.tasks], [0, 3, -1, 3, 1, 0]);
+  });
+
+  test('device reads are ordered by target and cut to the staging half', () => {
+    const ranges = [
+      { file: 0, fileOffset: 900_000, size: 10, target: 1, targetOffset: 0, device: 0 },
+      { file: 0, fileOffset: 100, size: 100 * KiB, target: 1, targetOffset: 10, device: 0 },
+    ];
+    const p = planBatch(ranges, limits);
+    const reads = Array.from({ length: p.reads.length / 7 }, (_, i) => [...p.reads.subarray(i * 7, i * 7 + 3)]);
+    assert.deepEqual(reads, [[0, 900_000, 10], [0, 100, 64 * KiB], [0, 100 + 64 * KiB, 36 * KiB]]);
+    assert.deepEqual([...p.pieceRange], [0, 1, 1]);
+  });
+
+  test('tasks share the reads out evenly, several per thread, none tiny', () => {
+    const ranges = Array.from({ length: 1000 }, (_, i) => ({ file: 0, fileOffset: i * 1e6, size: 4096, target: 0, targetOffset: i * 4096, device: -1 }));
+    const p = planBatch(ranges, limits);
+    const n = p.tasks.length / 3;
+    assert.equal(n, 16, '4 threads × 4');
+    let sum = 0;
+    for (let i = 0; i < n; i++) {
+      assert.equal(p.tasks[i * 3], sum);
+      sum += p.tasks[i * 3 + 1]!;
+      assert.ok(Math.abs(p.tasks[i * 3 + 1]! - 1000 / 16) <= 1);
+    }
+    assert.equal(sum, 1000);
+    const few = planBatch(ranges.slice(0, 20), limits);
+    assert.equal(few.tasks.length / 3, 1, '80 KiB is one task');
+  });
+});

@@ -1,0 +1,50 @@
+/**
+ * Batched reads and small reads on a real GPU. Without a GPU they skip with the reason;
+ * `npm run test:gpu` (PENSTOCK_REQUIRE_GPU=1) makes that a failure instead.
+ */
+import assert from 'node:assert/strict';
+import { describe, test, type TestContext } from 'node:test';
+import { DeviceBuffer, hasGpu, open, readBatch, runtimeInfo } from '../../src/index.js';
+import { makeFile } from '../helpers.js';
+
+const required = process.env.PENSTOCK_REQUIRE_GPU === '1';
+const why = hasGpu() ? undefined : `no usable GPU (${runtimeInfo().cuda.error ?? runtimeInfo().cuda.initError?.code ?? 'no device'})`;
+
+function gpuOrSkip(t: TestContext): boolean {
+  if (!why) return true;
+  if (required) assert.fail(`GPU required but ${why}`);
+  t.skip(why);
+  return false;
+}
+
+describe('GPU batches', () => {
+  test('10 000 random ranges of 4 KiB into one buffer, byte-exact, few copies', async (t) => {
+    if (!gpuOrSkip(t)) return;
+    const { file, data } = makeFile(256 << 20);
+    await using f = await open(file);
+    const n = 10_000;
+    using dev = DeviceBuffer.alloc(n * 4096);
+    let x = 5;
+    const ranges = Array.from({ length: n }, (_, i) => {
+      x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+      return { fileOffset: (x % 65536) * 4096 + (i % 7), size: 4096, target: dev, targetOffset: i * 4096 };
+    });
+    const res = await readBatch(ranges, { file: f });
+    assert.equal(res.errors.size, 0);
+    assert.equal(res.totalBytes, n * 4096);
+    const back = await dev.toBuffer();
+    ranges.forEach((r, i) => assert.ok(back.subarray(i * 4096, (i + 1) * 4096).equals(data.subarray(r.fileOffset, r.fileOffset + 4096)), `range ${i}`));
+    assert.ok(res.record.routes['posix-device']!.copies! < n / 50, `${res.record.routes['posix-device']!.copies} copies`);
+  });
+
+  test('mid-size and small reads into the GPU are byte-exact', async (t) => {
+    if (!gpuOrSkip(t)) return;
+    const { file, data } = makeFile(40 << 20);
+    await using f = await open(file);
+    using dev = DeviceBuffer.alloc(32 << 20);
+    for (const [off, size] of [[1, 4096], [4096, 65536], [3, 1 << 20], [12345, 16 << 20], [0, 32 << 20]] as const) {
+      assert.equal(await f.read(dev, { fileOffset: off, size }), size);
+      assert.ok((await dev.subarray(0, size).toBuffer()).equals(data.subarray(off, off + size)), `${size} at ${off}`);
+    }
+  });
+});

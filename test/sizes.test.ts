@@ -1,0 +1,121 @@
+/**
+ * Every size: operations cut into at least as many tasks as there are threads (above a floor),
+ * and small host reads done on the calling thread from the page cache, with the pool as the
+ * fallback for anything that path cannot finish.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, test } from 'node:test';
+import { configure, getConfig, open } from '../src/index.js';
+import { defaults } from '../src/config.js';
+import { INLINE_READ_MAX, planWrite, TASK_FLOOR, taskSizeFor } from '../src/transfer-plan.js';
+import { makeFile } from './helpers.js';
+
+const initial = getConfig();
+after(() => configure(initial));
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+describe('task sizes', () => {
+  const s = (threads: number, taskSize = 4 * MiB) => ({ ...defaults(), threads, taskSize });
+
+  test('mid-size operations are cut for every thread, never below the floor nor above taskSize', () => {
+    assert.equal(taskSizeFor(s(16), 16 * MiB), 1 * MiB, '16 MiB over 16 threads');
+    assert.equal(taskSizeFor(s(16), 256 * MiB), 4 * MiB, 'large reads keep taskSize');
+    assert.equal(taskSizeFor(s(16), 1 * MiB), TASK_FLOOR, '1 MiB: tasks of the floor');
+    assert.equal(taskSizeFor(s(16), 4 * KiB), TASK_FLOOR, 'one task');
+    assert.equal(taskSizeFor(s(4, 64 * KiB), 16 * MiB), 64 * KiB, 'a taskSize below the floor is kept');
+    for (const size of [3 * MiB + 7, 5 * MiB - 1, 777 * KiB]) {
+      const t = taskSizeFor(s(4), size);
+      assert.equal(t % 4096, 0, `${size}: page multiple`);
+      assert.ok(Math.ceil(size / t) <= 4 && Math.ceil(size / t) >= Math.min(4, Math.floor(size / TASK_FLOOR)), `${size}: ${t}`);
+    }
+  });
+
+  test('buffered writes are cut for the writers that run at once', () => {
+    const w = planWrite(s(16), false, 16 * MiB);
+    assert.equal(w.maxRunners, 4);
+    assert.equal(w.taskSize, 4 * MiB);
+    assert.equal(planWrite(s(16), true, 16 * MiB).taskSize, 1 * MiB, 'O_DIRECT writes use every thread');
+  });
+
+  test('a 16 MiB read with 16 threads is 16 tasks, byte-exact', async () => {
+    configure({ threads: 16, taskSize: 4 * MiB });
+    const { file, data } = makeFile(16 * MiB + 3);
+    await using f = await open(file);
+    const target = Buffer.alloc(16 * MiB, 0xee);
+    const rec = await f.readRecorded(target, { fileOffset: 3 });
+    assert.equal(rec.tasks, 16);
+    assert.equal(rec.bytes, 16 * MiB);
+    assert.ok(target.equals(data.subarray(3)));
+    configure(initial);
+  });
+});
+
+describe('small reads on the calling thread', () => {
+  test('a cached 4 KiB read is done inline, byte-exact, and recorded as posix-host', async () => {
+    const { file, data } = makeFile(1 * MiB);
+    await using f = await open(file);
+    const target = Buffer.alloc(4096 + 2, 0xee);
+    const rec = await f.readRecorded(target, { fileOffset: 12345, targetOffset: 1, size: 4096 });
+    assert.equal(rec.inline, true);
+    assert.equal(rec.route, 'posix-host');
+    assert.equal(rec.bytes, 4096);
+    assert.ok(target.subarray(1, 4097).equals(data.subarray(12345, 12345 + 4096)));
+    assert.equal(target[0], 0xee);
+    assert.equal(target[4097], 0xee);
+    assert.equal(f.stats().routes['posix-host'].operations, 1);
+    assert.equal(f.stats().routes['posix-host'].bytes, 4096);
+  });
+
+  test('into SharedArrayBuffer, DataView and typed arrays of wider elements', async () => {
+    const { file, data } = makeFile(64 * KiB);
+    await using f = await open(file);
+    const sab = new SharedArrayBuffer(8192);
+    assert.equal((await f.readRecorded(sab, { fileOffset: 100, size: 8192 })).inline, true);
+    assert.ok(Buffer.from(sab).equals(data.subarray(100, 8292)));
+    const wide = new Float64Array(new ArrayBuffer(16 * 1024), 8, 1024);
+    assert.equal(await f.read(wide, { fileOffset: 5 }), 8192);
+    assert.ok(Buffer.from(wide.buffer, 8, 8192).equals(data.subarray(5, 8197)));
+    const view = new DataView(new ArrayBuffer(300), 10, 200);
+    assert.equal(await f.read(view, { fileOffset: 7 }), 200);
+    assert.ok(Buffer.from(view.buffer, 10, 200).equals(data.subarray(7, 207)));
+  });
+
+  test('a read that reaches end of file goes to the pool, which says how much exists', async () => {
+    const { file, data } = makeFile(5000);
+    await using f = await open(file);
+    const target = Buffer.alloc(4096, 0xee);
+    const rec = await f.readRecorded(target, { fileOffset: 4000 });
+    assert.notEqual(rec.inline, true);
+    assert.equal(rec.bytes, 1000);
+    assert.ok(target.subarray(0, 1000).equals(data.subarray(4000)));
+    assert.ok(target.subarray(1000).every((b) => b === 0xee), 'past end of file untouched');
+  });
+
+  test('reads larger than the inline limit, and O_DIRECT reads, use the pool', async () => {
+    const { file, data } = makeFile(1 * MiB);
+    await using f = await open(file);
+    const big = Buffer.alloc(INLINE_READ_MAX + 4096);
+    const rec = await f.readRecorded(big);
+    assert.notEqual(rec.inline, true);
+    assert.ok(big.equals(data.subarray(0, big.length)));
+    configure({ directIoRead: true });
+    try {
+      const small = Buffer.alloc(4096);
+      assert.notEqual((await f.readRecorded(small, { fileOffset: 8192 })).inline, true);
+      assert.ok(small.equals(data.subarray(8192, 12288)));
+    } finally {
+      configure({ directIoRead: initial.directIoRead });
+    }
+  });
+
+  test('progress arrives after the call returns', async () => {
+    const { file } = makeFile(64 * KiB);
+    await using f = await open(file);
+    const seen: number[] = [];
+    const p = f.readRecorded(Buffer.alloc(4096), { onProgress: (n) => seen.push(n) });
+    assert.deepEqual(seen, []);
+    assert.equal((await p).inline, true);
+    assert.deepEqual(seen, [4096]);
+  });
+});
