@@ -25,7 +25,6 @@ import { describe } from './validate.js';
 
 /** Error codes raised for host memory. */
 export const HOST_MEMORY_ERROR_CODES = {
-  ERR_PENSTOCK_INVALID_BUFFER: 'the value is not host memory penstock can use',
   ERR_PENSTOCK_RESIZABLE_BUFFER: 'a resizable ArrayBuffer or growable SharedArrayBuffer, which could shrink under an operation',
 } as const;
 

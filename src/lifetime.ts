@@ -5,13 +5,6 @@
  */
 import { usage } from './errors.js';
 
-/** Error codes raised by lifetimes. */
-export const LIFETIME_ERROR_CODES = {
-  ERR_PENSTOCK_FREED: 'the buffer was freed',
-  ERR_PENSTOCK_BUFFER_BUSY: 'free() refused: an operation in flight uses the buffer',
-  ERR_PENSTOCK_FILE_CLOSED: 'the file is closed',
-} as const;
-
 /** A resource's lifetime: uses in flight, and whether it has ended. */
 export class Lifetime {
   #uses = 0;

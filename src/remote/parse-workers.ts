@@ -6,7 +6,7 @@
 import { Worker } from 'node:worker_threads';
 import { DeviceBuffer } from '../device-buffer.js';
 import { AbortError, PenstockError } from '../errors.js';
-import { RemoteError, type RemoteErrorCode } from './errors.js';
+import { REMOTE_ERROR_CODES, RemoteError, type RemoteErrorCode } from './errors.js';
 import type { WorkerInit, WorkerJob, WorkerReply } from './parse-worker-main.js';
 import type { Attempts } from './retry.js';
 
@@ -78,7 +78,7 @@ export class ParseWorkers {
     if (m.type === 'done') return p.resolve(m);
     const e = m.error;
     if (e.name === 'AbortError') return p.reject(new AbortError());
-    if (e.code.startsWith('ERR_PENSTOCK_REMOTE_')) {
+    if (Object.hasOwn(REMOTE_ERROR_CODES, e.code)) {
       const d = { url: this.#name, ...(e.status !== undefined ? { status: e.status } : {}), ...(e.serverCode ? { serverCode: e.serverCode } : {}), ...(e.attempts !== undefined ? { attempts: e.attempts } : {}), ...(e.region ? { region: e.region } : {}) };
       return p.reject(new RemoteError(e.code as RemoteErrorCode, e.message, d));
     }
