@@ -35,6 +35,7 @@ export interface BatchRange {
   targetOffset?: number;
 }
 
+/** Options of {@link readBatch}. */
 export interface BatchReadOptions {
   /** The file of ranges that name none. */
   file?: PenstockFile;
@@ -58,13 +59,17 @@ export interface BatchRouteCounts {
 
 /** The record of a batch: what was asked and how it was carried. */
 export interface BatchRecord {
+  /** Ranges in the batch. */
   ranges: number;
   /** Tasks the batch was split into on the pool. */
   tasks: number;
+  /** What each route carried, keyed by route; a route no range took is absent. */
   routes: Partial<Record<Route, BatchRouteCounts>>;
   /** Thread time over all tasks, and of it inside pread and waiting for GPU copies (ns). */
   busyNs: number;
+  /** Of `busyNs`, thread time inside pread (ns). */
   ioNs: number;
+  /** Of `busyNs`, thread time waiting for GPU copies to finish (ns). */
   waitNs: number;
 }
 
@@ -80,6 +85,7 @@ export interface BatchReadResult {
   errors: Map<number, Error>;
   /** Sum of `bytes`. */
   totalBytes: number;
+  /** How the batch was carried: tasks, routes and thread time. */
   record: BatchRecord;
 }
 

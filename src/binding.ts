@@ -33,43 +33,73 @@ export interface LibraryStatus {
   missing?: string[];
 }
 
+/** What loading the CUDA driver library (libcuda) and `cuInit` came to in this process. */
 export interface CudaStatus extends LibraryStatus {
+  /** Whether `cuInit` succeeded; false when the library did not load or init failed. */
   initialized: boolean;
+  /** Why `cuInit` failed; present only when the library loaded and init did not succeed. */
   initError?: NativeErrorRecord;
+  /** The driver's CUDA version as `cuDriverGetVersion` gives it (e.g. 12040 for 12.4); present once the library loaded. */
   driverVersion?: number;
+  /** GPUs the driver sees; present only once `cuInit` succeeded. */
   deviceCount?: number;
 }
 
+/** One GPU as the CUDA driver describes it. */
 export interface NativeDeviceInfo {
+  /** The device's CUDA ordinal (0-based). */
   ordinal: number;
+  /** The device's marketing name, e.g. "NVIDIA H100 80GB HBM3". */
   name: string;
+  /** Total device memory in bytes. */
   totalMemory: number;
+  /** PCI bus id in `domain:bus:device.function` form. */
   pciBusId: string;
+  /** Compute capability as `[major, minor]`. */
   computeCapability: [number, number];
 }
 
+/** cuFile driver properties (`cuFileDriverGetProperties`), as the loaded driver reports them. */
 export interface CuFileDriverProps {
+  /** Major version of the nvidia-fs kernel driver. */
   nvfsMajor: number;
+  /** Minor version of the nvidia-fs kernel driver. */
   nvfsMinor: number;
+  /** Reads and writes up to this size (KiB) are polled for completion instead of waiting on an interrupt. */
   pollThresholdKiB: number;
+  /** Largest single direct I/O the driver issues (KiB); larger requests are split. */
   maxDirectIoKiB: number;
+  /** Bit set of the storage back-ends the driver supports (decoded by `penstock doctor`). */
   dstatusflags: number;
+  /** Bit set of the driver's control flags (poll mode, compat mode). */
   dcontrolflags: number;
+  /** Bit set of the driver's feature flags (e.g. batch I/O, streams). */
   fflags: number;
+  /** Most GPU memory (KiB) the driver keeps as internal bounce cache, over all buffers. */
   maxDeviceCacheKiB: number;
+  /** GPU bounce cache per buffer (KiB). */
   perBufferCacheKiB: number;
+  /** Most GPU memory (KiB) that may be registered (pinned) with cuFile at once. */
   maxDevicePinnedKiB: number;
+  /** Most I/Os one cuFile batch may hold. */
   maxBatchIo: number;
+  /** Longest a cuFile batch may wait for completion (ms). */
   maxBatchIoTimeoutMs: number;
 }
 
+/** What loading libcufile and opening the cuFile driver came to in this process. */
 export interface CuFileStatus extends LibraryStatus {
+  /** The libcufile version (`cuFileGetVersion`, e.g. 1130 for 1.13); absent when unknown. */
   version?: number;
+  /** Whether `cuFileDriverOpen` succeeded, so direct (GDS) reads can be tried. */
   driverOpen: boolean;
+  /** Why the driver did not open; present only when opening was tried and failed. */
   driverError?: NativeErrorRecord;
+  /** The driver's properties; present once the driver opened and reported them. */
   props?: CuFileDriverProps;
   /** Whether level-3 statistics could be switched on (they separate direct from POSIX reads). */
   statsLevel: number;
+  /** Why level-3 statistics are off; present only while the driver is open and they could not be switched on. */
   statsError?: string;
 }
 

@@ -37,9 +37,13 @@ export interface GdscheckParsed {
 
 /** `readGdscheck()`'s result, and what `penstock doctor --gdscheck --json` prints. */
 export interface GdscheckReport {
+  /** Version of this report's layout. */
   schema: 1;
+  /** Where the text came from, as given (a file path, or `stdin`). */
   source: string;
+  /** The facts read from the report, section by section. */
   parsed: GdscheckParsed;
+  /** The doctor's checks of those facts. */
   checks: Check[];
 }
 

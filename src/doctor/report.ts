@@ -13,6 +13,7 @@ export interface RenderOptions {
   colour: boolean;
 }
 
+/** The text report `penstock doctor` prints for a {@link DoctorReport}; `colour` adds ANSI colours. */
 export function render(report: DoctorReport, options: RenderOptions): string {
   const paint = (code: string, s: string) => (options.colour ? `\x1b[${code}m${s}\x1b[0m` : s);
   const bold = (s: string) => paint('1', s);

@@ -10,9 +10,11 @@ import type { CuFileConfig } from './cufile-json.js';
 /** `pass` ✓, `fail` ✗ (stands in the way), `warn` ! (works, but worse or unverified), `info` · (a fact). */
 export type CheckStatus = 'pass' | 'fail' | 'warn' | 'info';
 
+/** One check of the platform or a path: its verdict, what was found and what to do. */
 export interface Check {
   /** Stable id, e.g. `platform.nvidia_fs` or `path.udev` (docs/doctor.md lists them). */
   id: string;
+  /** The verdict: pass, fail, warn or info. */
   status: CheckStatus;
   /** A short label for people. */
   title: string;
@@ -26,7 +28,9 @@ export interface Check {
 
 /** A reason, with a stable code for scripts and a sentence that says what to do. */
 export interface Finding {
+  /** Stable code for scripts, e.g. `NVFS_NOT_LOADED` (docs/doctor.md lists them). */
   code: string;
+  /** One sentence for people: what stands in the way and what to do. */
   message: string;
   /** The check that shows the underlying fact. */
   check?: string;
@@ -39,7 +43,9 @@ export interface Finding {
  */
 export type PredictedRoute = Extract<Route, 'gds' | 'cufile-compat' | 'posix-device' | 'posix-host'>;
 
+/** The route the doctor predicts for device reads of one file, and why. */
 export interface Prediction {
+  /** The predicted route. */
   route: PredictedRoute;
   /** Everything that keeps this file off the direct path, each with what to do. */
   blockers: Finding[];
@@ -58,6 +64,7 @@ export interface ProbeResult {
    * exited without a result; `timeout`: it was killed for taking too long.
    */
   status: 'measured' | 'skipped' | 'failed' | 'crashed' | 'timeout';
+  /** One line for people: what was read, or why nothing was. */
   message: string;
   /** The route that carried most of the bytes. */
   route?: Route;
@@ -65,11 +72,15 @@ export interface ProbeResult {
   routes?: Partial<Record<Route, RouteCounters>>;
   /** The file's recorded route reason, when penstock fell back. */
   reason?: { code: string; message: string; cufileCode?: string; cufileNumber?: number };
+  /** Bytes the measured read moved; present when `measured`. */
   bytes?: number;
+  /** Wall time of the measured read (s); present when `measured`. */
   seconds?: number;
   /** Whether the measurement matches the prediction (absent when nothing was measured). */
   agrees?: boolean;
+  /** The signal the probe process died of (`SIGKILL` on timeout); present when it was killed. */
   signal?: string;
+  /** The probe process's non-zero exit code; present when it exited with one. */
   exitCode?: number;
   /** The lines of cuFile's log (written at TRACE into a private file) that explain the outcome. */
   cufileLog?: string[];
@@ -81,6 +92,7 @@ export interface ProbeResult {
 
 /** The route of one read of a file, by its offset and size (`--offset`, `--size`). */
 export interface ShapePrediction {
+  /** Byte offset in the file where the read starts. */
   offset: number;
   /** Bytes that would be read (clipped at the end of the file). */
   size: number;
@@ -99,27 +111,35 @@ export interface ShapePrediction {
   notes: Finding[];
 }
 
+/** The doctor's findings for one path: checks, predicted route and, when probed, the measured one. */
 export interface PathReport {
   /** The path as given. */
   path: string;
   /** The absolute path that was examined. */
   resolved: string;
+  /** The per-path checks (file system, mount, device, cufile.json), in order. */
   checks: Check[];
+  /** The predicted route of device reads of the whole file. */
   prediction: Prediction;
   /** The route of the read given by `shape` (offset and size), when one was given. */
   shape?: ShapePrediction;
+  /** What `--probe` measured; present only when probing was asked for. */
   probe?: ProbeResult;
   /** One line: the route and the first thing to do about it. */
   verdict: string;
 }
 
+/** What {@link diagnose} returns and `penstock doctor --json` prints. */
 export interface DoctorReport {
   /** Version of this report's layout. */
   schema: 1;
   /** The directory read as `/` (`/` on a live system). */
   root: string;
+  /** When the report was made, as an ISO 8601 timestamp. */
   generatedAt: string;
+  /** The platform checks (driver, cuFile, nvidia-fs, GPUs, ...), in order. */
   platform: Check[];
+  /** One report per path given, in the order given. */
   paths: PathReport[];
   /** Whether every path gets (or, when probed, got) the direct path. */
   allDirect: boolean;
@@ -130,13 +150,17 @@ export interface DoctorReport {
  * tests and tools can state them instead (say, "driver present, cuFile 1.15, nvidia-fs 2.17").
  */
 export interface PlatformFacts {
+  /** The CUDA driver's load and init status. */
   cuda: CudaStatus;
+  /** The GPUs the CUDA driver sees (empty without a usable driver). */
   gpus: NativeDeviceInfo[];
+  /** The cuFile library's load and driver status. */
   cufile: CuFileStatus;
   /** Set when penstock's native addon could not be loaded at all. */
   addonError?: string;
 }
 
+/** Options of {@link diagnose}. */
 export interface DiagnoseOptions {
   /** Run a real read of each path in a child process and report the measured route. */
   probe?: boolean;
