@@ -28,7 +28,9 @@ export const CUDA_IPC_HANDLE_BYTES = 64;
  * whole allocation; `offset` and `size` say which bytes of it the exported view covers.
  */
 export interface IpcHandle {
+  /** Always `penstock.cuda-ipc`: marks the object as a penstock IPC handle. */
   type: typeof IPC_HANDLE_TYPE;
+  /** The handle format version (1); other versions are refused. */
   version: typeof IPC_HANDLE_VERSION;
   /** The 64-byte CUipcMemHandle of the allocation, base64. */
   handle: string;

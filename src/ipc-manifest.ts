@@ -28,9 +28,11 @@ export const DTYPE_BITS: Readonly<Record<string, number>> = Object.freeze({
 
 /** One tensor of a slab, as a loader reports it (offsets relative to the slab buffer). */
 export interface TensorRecord {
+  /** The tensor's name, unique in the set. */
   name: string;
   /** A safetensors dtype name: `BF16`, `F32`, `I64`, … */
   dtype: string;
+  /** Dimensions in elements; `[]` for a scalar. */
   shape: readonly number[];
   /** In elements; default C order. Only whole-byte dtypes may have other strides. */
   strides?: readonly number[];
@@ -42,20 +44,29 @@ export interface TensorRecord {
 
 /** A tensor as the manifest states it: every field filled in. */
 export interface ManifestTensor {
+  /** The tensor's name, unique in the manifest. */
   name: string;
+  /** A safetensors dtype name: `BF16`, `F32`, `I64`, … */
   dtype: string;
+  /** Dimensions in elements; `[]` for a scalar. */
   shape: number[];
+  /** Strides in elements, one per dimension (C order when the record gave none). */
   strides: number[];
+  /** Byte offset of the first element from the start of the slab view. */
   byteOffset: number;
+  /** Bytes the tensor spans in the slab. */
   byteLength: number;
 }
 
 /** The hand-off of a whole tensor set: the slab's IPC handle and its tensors. */
 export interface TensorManifest {
+  /** Always `penstock.tensor-manifest`: marks the object as a tensor manifest. */
   type: typeof TENSOR_MANIFEST_TYPE;
+  /** The manifest format version (1); other versions are refused. */
   version: typeof TENSOR_MANIFEST_VERSION;
   /** The slab, exported; tensor offsets are relative to this view (not to the allocation). */
   slab: IpcHandle;
+  /** Every tensor of the slab, in the order given, each field filled in. */
   tensors: ManifestTensor[];
   /** Free-form string metadata (a checkpoint's `__metadata__`, say). */
   metadata?: Record<string, string>;
@@ -139,6 +150,7 @@ function checkMetadata(value: unknown): Record<string, string> | undefined {
 
 /** A tensor set exported from this process: its manifest, and the export that keeps it alive. */
 export class TensorSetExport {
+  /** The manifest to hand to the other process (JSON-safe). */
   readonly manifest: Readonly<TensorManifest>;
   /** The slab's export; releasing it ends the hand-off. */
   readonly export: IpcExport;
@@ -154,6 +166,7 @@ export class TensorSetExport {
     this.export.release();
   }
 
+  /** Releases the export at the end of a `using` block (as `release()`). */
   [Symbol.dispose](): void {
     this.release();
   }
@@ -214,6 +227,7 @@ export function parseTensorManifest(input: unknown): TensorManifest {
 
 /** One tensor of an opened set: the manifest's description and a view of its bytes. */
 export interface OpenedTensor extends ManifestTensor {
+  /** A view of the tensor's bytes in the imported slab (no copy). */
   buffer: DeviceBuffer;
 }
 
@@ -221,7 +235,9 @@ export interface OpenedTensor extends ManifestTensor {
 export class ImportedTensorSet {
   /** The whole slab, imported. */
   readonly slab: DeviceBuffer;
+  /** The tensors by name, in manifest order. */
   readonly tensors: ReadonlyMap<string, OpenedTensor>;
+  /** The manifest's string metadata; `{}` when it had none. */
   readonly metadata: Readonly<Record<string, string>>;
 
   /** @internal */
@@ -241,6 +257,7 @@ export class ImportedTensorSet {
     this.slab.free();
   }
 
+  /** Closes the mapping at the end of a `using` block (as `close()`). */
   [Symbol.dispose](): void {
     this.close();
   }

@@ -74,6 +74,7 @@ export class IpcExport {
     release();
   }
 
+  /** Releases the export at the end of a `using` block (as `release()`). */
   [Symbol.dispose](): void {
     this.release();
   }

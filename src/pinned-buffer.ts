@@ -53,6 +53,7 @@ export class PinnedBuffer {
     return this.#byteLength;
   }
 
+  /** Whether the memory was freed (by `free()` or a `using` block). */
   get freed(): boolean {
     return this.#buffer === undefined;
   }
@@ -78,6 +79,7 @@ export class PinnedBuffer {
     if (this.#byteLength > 0) native().pinnedFree(b);
   }
 
+  /** Frees the memory at the end of a `using` block (as `free()`). */
   [Symbol.dispose](): void {
     this.free();
   }
