@@ -10,8 +10,11 @@ import type { S3Addressing, S3Location } from './url.js';
 
 /** An access key pair, with a session token for temporary credentials. */
 export interface AwsCredentials {
+  /** The access key id (`AWS_ACCESS_KEY_ID`, `aws_access_key_id`). */
   accessKeyId: string;
+  /** The secret access key (`AWS_SECRET_ACCESS_KEY`, `aws_secret_access_key`). */
   secretAccessKey: string;
+  /** The session token of temporary credentials (`AWS_SESSION_TOKEN`); absent for long-term keys. */
   sessionToken?: string;
 }
 
@@ -36,8 +39,11 @@ export type CredentialSource = 'options' | 'environment' | 'shared-credentials-f
 
 /** The resolved way to reach S3. */
 export interface S3Config extends S3Location {
+  /** The credentials requests are signed with; absent when anonymous. */
   credentials?: AwsCredentials;
+  /** Where the credentials came from. */
   credentialSource: CredentialSource;
+  /** The profile of the shared files that was used: the one given, else `AWS_PROFILE`, else `default`. */
   profile: string;
 }
 

@@ -51,10 +51,15 @@ export interface RemoteErrorDetails {
 export class RemoteError extends PenstockError {
   /** The object, redacted. */
   readonly url?: string;
+  /** The HTTP status of the answer that failed, when there was one. */
   readonly status?: number;
+  /** The server's own error code (S3's `<Code>`), when it sent one. */
   readonly serverCode?: string;
+  /** Requests made for the failing range, retries included. */
   readonly attempts?: number;
+  /** The region the server says the bucket is in (redirects and region errors). */
   readonly region?: string;
+  /** How long the server asked to wait before trying again (its Retry-After), in milliseconds. */
   readonly retryAfterMs?: number;
   /** Whether another attempt may succeed (429, 5xx, timeouts, resets, short bodies). */
   readonly transient: boolean;
@@ -62,6 +67,7 @@ export class RemoteError extends PenstockError {
   readonly #base: string;
   readonly #details: RemoteErrorDetails;
 
+  /** An error with a remote error code, its message, the details to carry and whether retrying may help. */
   constructor(code: RemoteErrorCode, message: string, details: RemoteErrorDetails = {}, transient = false) {
     const attempts = details.attempts !== undefined && details.attempts > 1 ? ` after ${details.attempts} attempts` : '';
     super(code, `${message}${attempts}${details.url ? ` (${details.url})` : ''}`, details.cause !== undefined ? { cause: details.cause } : undefined);

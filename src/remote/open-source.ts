@@ -12,9 +12,11 @@ import { isRemoteUrl, parseRemoteUrl } from './url.js';
 export interface ReadSource {
   /** The path, or the redacted address. */
   readonly path: string;
+  /** Resolves to the size in bytes. */
   size(): Promise<number>;
   /** Resolves to the bytes read (fewer than asked only at the end). */
   read(target: Memory, options?: ReadOptions): Promise<number>;
+  /** Closes the file or the object's connections; idempotent. */
   close(): Promise<void>;
 }
 

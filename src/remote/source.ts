@@ -42,7 +42,9 @@ export interface RemoteInfo {
   signed: boolean;
   /** For s3://: where the credentials came from, the region and the addressing used. */
   credentialSource?: CredentialSource;
+  /** The region requests are signed for (s3:// only). */
   region?: string;
+  /** The addressing the requests use, `auto` resolved (s3:// only). */
   addressing?: 'path' | 'virtual';
   /** How the size was found: `head` or `range-probe` (a 1-byte GET). */
   sizeFrom: 'head' | 'range-probe';
@@ -64,6 +66,7 @@ interface Piece {
 export class RemoteObject {
   /** The object's address, redacted: `s3://bucket/key`, or the URL without query and user info. */
   readonly name: string;
+  /** How the object is reached (nothing secret). */
   readonly info: RemoteInfo;
   readonly #size: number;
   readonly #identity: ObjectIdentity;
@@ -93,6 +96,7 @@ export class RemoteObject {
     return this.name;
   }
 
+  /** Whether `close()` has been called (reads then refuse). */
   get closed(): boolean {
     return this.#closing !== undefined;
   }
@@ -151,6 +155,7 @@ export class RemoteObject {
     return this.#closing;
   }
 
+  /** Closes the object at the end of an `await using` block (as `close()`). */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }

@@ -28,6 +28,7 @@ export interface RemoteRouteCounters {
 
 /** Counters of remote reads by route. */
 export interface RemoteStatsSnapshot {
+  /** Counters per route: `remote-host` (reads into host memory) and `remote-device` (into GPU memory). */
   routes: Record<RemoteRoute, RemoteRouteCounters>;
   /** Size probes (HEAD or 1-byte GET) sent when objects were opened, retries included. */
   probeRequests: number;

@@ -56,9 +56,11 @@ export function encodeKey(key: string): string {
 
 /** Where an S3 request goes. */
 export interface S3Location {
+  /** The region requests are signed for (e.g. `us-east-1`). */
   region: string;
   /** A custom endpoint (S3-compatible servers), e.g. `http://127.0.0.1:9000`. */
   endpoint?: string;
+  /** `path` (endpoint/bucket/key), `virtual` (bucket.endpoint/key) or `auto` (chosen per bucket and endpoint). */
   addressing: S3Addressing;
 }
 
