@@ -12,13 +12,17 @@ import { openFileSource, readBytes, type SourceOpener, type TensorSource } from 
 
 /** A tensor in its file. */
 export interface FileTensor {
+  /** The tensor's name, unique in the checkpoint. */
   name: string;
+  /** Its safetensors dtype name (`.npy` dtypes are mapped to these). */
   dtype: Dtype;
+  /** Dimensions in elements; `[]` for a scalar. */
   shape: number[];
   /** Element strides as stored (C order, or Fortran order for such .npy files). */
   strides: number[];
   /** Absolute byte offset of the tensor in its file. */
   fileOffset: number;
+  /** Bytes the tensor spans in its file. */
   byteLength: number;
   /** Index of its file in {@link Checkpoint.files}. */
   file: number;
@@ -26,19 +30,25 @@ export interface FileTensor {
 
 /** One file of a checkpoint. */
 export interface CheckpointFile {
+  /** The file's path or URL, as given or as the index names it. */
   path: string;
+  /** The file's format: `npy` for the .npy magic or extension, else `safetensors`. */
   format: 'safetensors' | 'npy';
+  /** The file's size in bytes. */
   size: number;
   /** File offset of the data section (8 + header length for safetensors). */
   dataStart: number;
+  /** The file's tensors, in file order. */
   tensors: FileTensor[];
   /** The safetensors `__metadata__`, when present. */
   metadata?: Record<string, string>;
+  /** The open source the file is read through (closed by {@link closeCheckpoint}). */
   source: TensorSource;
 }
 
 /** A described checkpoint (its sources open until {@link closeCheckpoint}). */
 export interface Checkpoint {
+  /** Every file of the checkpoint, in the order given (an index's shards in its order). */
   files: CheckpointFile[];
   /** Every tensor by name. */
   tensors: Map<string, FileTensor>;
@@ -53,6 +63,7 @@ export type CheckpointInput = string | TensorSource | readonly (string | TensorS
 export interface DescribeOptions {
   /** Opens paths (default: local files through penstock's engine). */
   openSource?: SourceOpener;
+  /** Cancels the header reads: the Promise then rejects with an AbortError, the sources it opened closed. */
   signal?: AbortSignal;
 }
 

@@ -55,6 +55,7 @@ export class TensorFormatError extends PenstockError {
   readonly path?: string;
   /** The tensor concerned, when there is one. */
   readonly tensor?: string;
+  /** An error with a tensor error code, its message, and the file and tensor it concerns. */
   constructor(code: TensorErrorCode, message: string, where: { path?: string; tensor?: string } = {}) {
     super(code, where.path ? `${where.path}: ${message}` : message);
     this.name = 'TensorFormatError';

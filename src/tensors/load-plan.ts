@@ -15,6 +15,7 @@ export type TensorFilter = readonly string[] | { prefix: string } | ((name: stri
 export interface RowShard {
   /** This shard's number, 0 ≤ index < count. */
   index: number;
+  /** How many shards the rows are split into (≥ 1). */
   count: number;
 }
 
@@ -23,14 +24,19 @@ export const SLAB_ALIGNMENT = 256;
 
 /** A tensor as it will land in the slab. */
 export interface PlannedTensor {
+  /** The tensor's name. */
   name: string;
+  /** Its safetensors dtype name. */
   dtype: Dtype;
   /** The shape loaded (the row range's rows for a sliced 2-D tensor). */
   shape: number[];
+  /** Element strides as stored in the file. */
   strides: number[];
   /** Where its bytes are in the file. */
   file: number;
+  /** Absolute byte offset in the file of the bytes loaded (the first row taken, for a sliced tensor). */
   fileOffset: number;
+  /** Bytes loaded (the row range's bytes for a sliced tensor). */
   byteLength: number;
   /** Byte offset in the slab. */
   byteOffset: number;
@@ -40,15 +46,21 @@ export interface PlannedTensor {
 
 /** One engine read: a contiguous file range into a contiguous slab range. */
 export interface Span {
+  /** Index of the file in {@link Checkpoint.files}. */
   file: number;
+  /** Absolute byte offset in the file where the read starts. */
   fileOffset: number;
+  /** Bytes the read covers. */
   size: number;
+  /** Byte offset in the slab where they land (a multiple of {@link SLAB_ALIGNMENT}). */
   slabOffset: number;
 }
 
 /** The whole plan. */
 export interface LoadPlan {
+  /** The chosen tensors, in checkpoint order, each with its slab offset. */
   tensors: PlannedTensor[];
+  /** The reads to issue, by file and file offset; neighbouring tensors share one. */
   spans: Span[];
   /** Slab bytes needed. */
   slabBytes: number;
@@ -58,7 +70,9 @@ export interface LoadPlan {
 
 /** Options of {@link planLoad}. */
 export interface PlanOptions {
+  /** Which tensors to load (default: all). */
   filter?: TensorFilter;
+  /** The row shard of each C-ordered 2-D tensor to load (default: whole tensors). */
   rows?: RowShard;
   /** Gaps up to this many bytes between chosen regions are read through rather than split into two reads (default 1 MiB). */
   coalesceGap?: number;

@@ -30,6 +30,7 @@ export interface LoadTensorsOptions {
   concurrency?: number;
   /** Opens paths (default: local files); sources given directly are used as they are and not closed. */
   openSource?: SourceOpener;
+  /** Cancels the load: reads not yet done stop, the slab is freed, and the Promise rejects with an AbortError. */
   signal?: AbortSignal;
   /** Bytes in memory so far, over all files. */
   onProgress?: (bytesDone: number, bytesTotal: number) => void;

@@ -15,17 +15,23 @@ export const NPY_PREFIX_BYTES = 12;
 
 /** A parsed .npy header. */
 export interface NpyHeader {
+  /** The .npy format version (1.0, 2.0 or 3.0), by its major number. */
   version: 1 | 2 | 3;
   /** The numpy type string, e.g. `<f4`. */
   descr: string;
+  /** The safetensors dtype name `descr` maps to, e.g. `F32` for `<f4`. */
   dtype: Dtype;
+  /** Whether the data is stored in Fortran (column-major) order. */
   fortranOrder: boolean;
+  /** Dimensions in elements; `[]` for a scalar. */
   shape: number[];
+  /** Elements in the array (the product of the shape; 1 for a scalar). */
   elements: number;
   /** Element strides of the data as stored (reversed order for Fortran arrays). */
   strides: number[];
   /** File offset of the data. */
   dataStart: number;
+  /** Bytes of the data (elements × the dtype's size). */
   byteLength: number;
 }
 

@@ -14,8 +14,11 @@ export const MAX_HEADER_BYTES = 100_000_000;
 
 /** One tensor as the header describes it; offsets are relative to the data section. */
 export interface TensorEntry {
+  /** The tensor's name (the header's key). */
   name: string;
+  /** Its safetensors dtype name, e.g. `BF16`. */
   dtype: Dtype;
+  /** Dimensions in elements; `[]` for a scalar. */
   shape: number[];
   /** Elements (the product of the shape; 1 for a scalar). */
   elements: number;
