@@ -12,16 +12,21 @@ import type { PlannedTensor } from './load-plan.js';
 
 /** One tensor of a set. */
 export interface TensorView {
+  /** The tensor's name. */
   name: string;
+  /** Its safetensors dtype name, e.g. `BF16`. */
   dtype: Dtype;
+  /** Dimensions in elements as loaded (the shard's rows for a row-sharded tensor); `[]` for a scalar. */
   shape: number[];
   /** Element strides (C order unless the file stored Fortran order). */
   strides: number[];
   /** Byte offset of the tensor in the slab. */
   byteOffset: number;
+  /** Bytes the tensor spans in the slab. */
   byteLength: number;
   /** The file it came from, and where in it. */
   path: string;
+  /** Absolute byte offset of the loaded bytes in that file. */
   fileOffset: number;
   /** The rows taken of a row-sharded 2-D tensor, and the full row count. */
   rows?: { begin: number; end: number; of: number };
@@ -31,22 +36,29 @@ export interface TensorView {
 
 /** The fields another process needs to map a tensor out of the slab (for a hand-off manifest). */
 export interface TensorLayoutEntry {
+  /** The tensor's name. */
   name: string;
+  /** Its safetensors dtype name. */
   dtype: Dtype;
+  /** Dimensions in elements as loaded. */
   shape: number[];
+  /** Element strides (C order unless the file stored Fortran order). */
   strides: number[];
   /** Byte offset in the slab. */
   byteOffset: number;
+  /** Bytes the tensor spans in the slab. */
   byteLength: number;
 }
 
 /** What one file's reads did. */
 export interface FileLoadRecord {
+  /** The file's path or URL. */
   path: string;
   /** Engine operations (one per span read). */
   operations: number;
   /** Tasks over those operations (the engine's unit, `taskSize` each). */
   ops: number;
+  /** Bytes read from this file (tensor bytes plus coalesced gaps). */
   bytes: number;
   /** Tasks and bytes per route that carried them. */
   routes: Partial<Record<Route, { ops: number; bytes: number }>>;
@@ -78,6 +90,7 @@ export class TensorSet {
   readonly bytes: number;
   /** Seconds from the start of the load to the last byte in memory. */
   readonly seconds: number;
+  /** Where the slab is: a GPU (by ordinal) or host memory (pinned or not). */
   readonly place: SlabPlace;
   #slab: DeviceBuffer | Uint8Array | undefined;
   #pinned: PinnedBuffer | undefined;
@@ -128,6 +141,7 @@ export class TensorSet {
     return this.#pinned;
   }
 
+  /** Whether `free()` has run (the views are then gone). */
   get freed(): boolean {
     return this.#slab === undefined;
   }
@@ -170,6 +184,7 @@ export class TensorSet {
     this.#pinned = undefined;
   }
 
+  /** Frees the slab at the end of a `using` block (as `free()`). */
   [Symbol.dispose](): void {
     this.free();
   }

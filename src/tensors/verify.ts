@@ -13,14 +13,19 @@ import type { TensorSet, TensorView } from './tensor-set.js';
 
 /** One tensor's check. */
 export interface TensorCheck {
+  /** The tensor's name. */
   name: string;
+  /** Its safetensors dtype name. */
   dtype: string;
+  /** Dimensions in elements as loaded. */
   shape: number[];
+  /** Bytes compared (the tensor's byte length in the slab). */
   bytes: number;
   /** sha256 of the bytes in memory. */
   sha256: string;
   /** sha256 of the same bytes in the file. */
   fileSha256: string;
+  /** Whether the two digests are equal. */
   match: boolean;
 }
 
