@@ -28,7 +28,7 @@ export interface Check {
 
 /** A reason, with a stable code for scripts and a sentence that says what to do. */
 export interface Finding {
-  /** Stable code for scripts, e.g. `NVFS_NOT_LOADED` (docs/doctor.md lists them). */
+  /** Stable code for scripts, e.g. `NO_UDEV` (docs/doctor.md lists them). */
   code: string;
   /** One sentence for people: what stands in the way and what to do. */
   message: string;
