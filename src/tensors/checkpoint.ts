@@ -8,7 +8,7 @@ import { formatError } from './errors.js';
 import { NPY_MAGIC, NPY_PREFIX_BYTES, npyHeaderLength, parseNpyHeader } from './npy.js';
 import { headerLengthOf, parseSafetensorsHeader } from './safetensors.js';
 import { parseShardedIndex, type ShardedIndex } from './sharded-index.js';
-import { openFileSource, readBytes, type SourceOpener, type TensorSource } from './source.js';
+import { openAnySource, readBytes, type SourceOpener, type TensorSource } from './source.js';
 
 /** A tensor in its file. */
 export interface FileTensor {
@@ -75,7 +75,7 @@ const FIRST_READ = 64 * 1024;
  * {@link TensorFormatError} for anything malformed, with every source closed again.
  */
 export async function describeCheckpoint(input: CheckpointInput, options: DescribeOptions = {}): Promise<Checkpoint> {
-  const opener = options.openSource ?? openFileSource;
+  const opener = options.openSource ?? openAnySource;
   const items = (Array.isArray(input) ? input : [input]) as (string | TensorSource)[];
   const opened: TensorSource[] = [];
   try {

@@ -10,5 +10,5 @@ export { parseNpyHeader, npyHeaderLength, type NpyHeader } from './npy.js';
 export { parseShardedIndex, type ShardedIndex } from './sharded-index.js';
 export { DTYPE_BITS, DTYPES, dtypeBits, byteLengthOf, contiguousStrides, isDtype, type Dtype } from './dtypes.js';
 export { TENSOR_ERROR_CODES, TensorFormatError, type TensorErrorCode } from './errors.js';
-export { openFileSource, type TensorSource, type SourceOpener } from './source.js';
+export { openFileSource, openAnySource, type TensorSource, type SourceOpener } from './source.js';
 export { verifyTensorSet, assertVerified, tensorSha256, fileRangeSha256, type TensorCheck } from './verify.js';

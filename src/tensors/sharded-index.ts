@@ -4,6 +4,7 @@
  */
 import path from 'node:path';
 import { formatError } from './errors.js';
+import { resolveBeside } from '../remote/open-source.js';
 import { isJsonNumber, isJsonObject, parseStrictJson, StrictJsonError, type JsonValue } from './strict-json.js';
 
 /** A parsed index. */
@@ -23,8 +24,7 @@ export function isUrl(location: string): boolean {
 
 /** Resolves a shard name against the index's location (a local path or a URL). */
 export function resolveShard(indexLocation: string, shard: string): string {
-  if (isUrl(indexLocation)) return indexLocation.slice(0, indexLocation.lastIndexOf('/') + 1) + shard;
-  return path.join(path.dirname(indexLocation), shard);
+  return resolveBeside(indexLocation, shard);
 }
 
 /** Parses an index's text; shard names must stay inside the index's directory. */

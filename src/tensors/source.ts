@@ -3,6 +3,7 @@
  * penstock file satisfies as it is; a remote object with the same surface plugs in the same way.
  */
 import { open, type Memory, type ReadOptions } from '../file.js';
+import { openSource } from '../remote/open-source.js';
 import type { FileRoute } from '../routing.js';
 import type { OpRecord } from '../stats.js';
 
@@ -25,8 +26,14 @@ export interface TensorSource {
 /** Opens a path as a source; the default opens local files with penstock's engine. */
 export type SourceOpener = (path: string) => Promise<TensorSource>;
 
-/** The default opener: `open(path, 'r')`. */
+/** Opens local files only: `open(path, 'r')`. */
 export const openFileSource: SourceOpener = (path) => open(path, 'r');
+
+/**
+ * The default opener: a local path through penstock's engine, an `s3://`, `http://` or `https://`
+ * URL as a remote object (credentials and endpoint from the environment and shared files).
+ */
+export const openAnySource: SourceOpener = (location) => openSource(location);
 
 /** Reads `size` bytes at `offset` of a source into a new Buffer (headers, indexes). */
 export async function readBytes(source: TensorSource, offset: number, size: number, signal?: AbortSignal): Promise<Buffer> {

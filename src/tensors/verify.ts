@@ -8,7 +8,7 @@ import fs from 'node:fs/promises';
 import { DeviceBuffer } from '../device-buffer.js';
 import { formatError } from './errors.js';
 import { isUrl } from './sharded-index.js';
-import type { SourceOpener } from './source.js';
+import { openAnySource, type SourceOpener } from './source.js';
 import type { TensorSet, TensorView } from './tensor-set.js';
 
 /** One tensor's check. */
@@ -45,14 +45,13 @@ export async function tensorSha256(view: TensorView): Promise<string> {
   return h.digest('hex');
 }
 
-/** sha256 (hex) of `size` bytes at `offset` of a file (read with `fs`) or of a source for URLs. */
+/** sha256 (hex) of `size` bytes at `offset` of a file (read with `fs`) or of a URL's object (through `openSource`, by default the remote reader). */
 export async function fileRangeSha256(location: string, offset: number, size: number, openSource?: SourceOpener): Promise<string> {
   const h = crypto.createHash('sha256');
   const piece = 16 << 20;
   const buf = Buffer.allocUnsafeSlow(Math.min(piece, Math.max(1, size)));
   if (isUrl(location)) {
-    if (!openSource) throw formatError('ERR_PENSTOCK_TENSOR_UNKNOWN_FORMAT', 'checking a remote object needs its source opener', { path: location });
-    const src = await openSource(location);
+    const src = await (openSource ?? openAnySource)(location);
     try {
       for (let off = 0; off < size; off += piece) {
         const n = Math.min(piece, size - off);
