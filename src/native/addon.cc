@@ -1,5 +1,6 @@
 // Module entry: one Instance per environment (main thread or worker), torn down by a cleanup
 // hook that cancels and drains that environment's operations before Node frees it.
+#include <dlfcn.h>
 #include <napi.h>
 
 #include <mutex>
@@ -14,13 +15,30 @@
 
 namespace penstock {
 
+namespace {
+
+// The pool's threads and the exit drain outlive the environment that loaded the addon: when a
+// worker thread loads penstock first and then ends, Node would unload the module and leave
+// those threads running code that is no longer mapped. Pinning the module keeps it loaded for
+// the life of the process.
+void PinModule() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&PinModule), &info) && info.dli_fname)
+    dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+}  // namespace
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   auto* instance = new Instance(env);
   env.SetInstanceData<Instance>(instance);
   env.AddCleanupHook([instance] { instance->Teardown(); });
   // Host-only programs never load CUDA: their exit drains from here.
   static std::once_flag once;
-  std::call_once(once, [] { DrainAtExit(); });
+  std::call_once(once, [] {
+    PinModule();
+    DrainAtExit();
+  });
   ThreadPool::Instance().SetIdleHook(&Operation::FlushDeferred);
   RegisterMemory(env, exports);
   RegisterIo(env, exports);
