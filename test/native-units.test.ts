@@ -12,13 +12,16 @@ import { repoRoot } from './helpers.js';
 const sources = path.join(repoRoot, 'test/native');
 const outDir = path.join(repoRoot, 'dist/native-tests');
 const compiler = process.env.CXX ?? 'c++';
+// Under test:asan every node process has the sanitizer preloaded; the compiler and the test binary
+// are not node and are not instrumented, so they run without it.
+const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'LD_PRELOAD'));
 
 for (const file of fs.readdirSync(sources).filter((f) => f.endsWith('_test.cc')).sort()) {
   test(`native unit test ${file}`, () => {
     fs.mkdirSync(outDir, { recursive: true });
     const binary = path.join(outDir, file.replace(/\.cc$/, ''));
-    execFileSync(compiler, ['-std=c++17', '-O1', '-Wall', '-Wextra', '-Werror', '-o', binary, path.join(sources, file)], { stdio: 'pipe' });
-    const run = spawnSync(binary, { encoding: 'utf8' });
+    execFileSync(compiler, ['-std=c++17', '-O1', '-Wall', '-Wextra', '-Werror', '-o', binary, path.join(sources, file)], { stdio: 'pipe', env });
+    const run = spawnSync(binary, { encoding: 'utf8', env });
     assert.equal(run.status, 0, `${file} failed:\n${run.stderr}${run.stdout}`);
   });
 }
