@@ -29,8 +29,8 @@ export interface LibraryStatus {
   /** The file actually mapped (from dladdr), when loaded. */
   resolvedPath?: string;
   error?: string;
-  /** Required symbols that were missing. */
-  missing?: string[];
+  /** Required symbols that were missing, comma-separated. */
+  missing?: string;
 }
 
 /** What loading the CUDA driver library (libcuda) and `cuInit` came to in this process. */
@@ -43,6 +43,8 @@ export interface CudaStatus extends LibraryStatus {
   driverVersion?: number;
   /** GPUs the driver sees; present only once `cuInit` succeeded. */
   deviceCount?: number;
+  /** Whether the loaded driver has cuMemHostRegister/cuMemHostUnregister (the mapped route needs them). */
+  hostRegister?: boolean;
 }
 
 /** One GPU as the CUDA driver describes it. */
@@ -217,9 +219,8 @@ export interface NativeIpcPointerFacts {
 }
 
 export interface NativeAddon {
-  init(): void;
   setThreads(n: number): void;
-  poolInfo(): { threads: number; queued: number };
+  poolInfo(): { threads: number };
   cudaLoad(path: string): CudaStatus;
   cudaStatus(): CudaStatus;
   deviceInfo(ordinal: number): NativeDeviceInfo;
@@ -286,6 +287,64 @@ export function native(): NativeAddon {
   } catch (cause) {
     throw new PenstockError('ERR_PENSTOCK_ADDON_LOAD', addonLoadMessage((cause as Error).message), { cause });
   }
-  addon.init();
   return addon;
 }
+
+/** Each field of `T`, marked as native code always setting it or setting it only sometimes. */
+export type NativeFieldPresence<T> = { [K in keyof T]-?: undefined extends T[K] ? 'optional' : 'required' };
+
+/**
+ * Every function the addon exports, in one list that `NativeAddon` is checked against (below) and
+ * that the contract test compares with the loaded addon.
+ */
+export const NATIVE_FUNCTIONS = [
+  'setThreads', 'poolInfo', 'cudaLoad', 'cudaStatus', 'deviceInfo', 'devicePrepare', 'deviceAlloc', 'deviceFree',
+  'pointerInfo', 'memGetInfo', 'copyHostToDevice', 'copyDeviceToHost', 'pinnedAlloc', 'pinnedFree', 'pinnedBytes',
+  'cufileLoad', 'cufileStatus', 'cufileDriverOpen', 'cufileRegister', 'cufileDeregister', 'cufileStats', 'submit',
+  'inflight', 'residency', 'dropCache', 'ipcStatus', 'ipcProcessId', 'ipcPointerFacts', 'ipcGetMemHandle',
+  'ipcOpenMemHandle', 'ipcCloseMemHandle', 'deviceByPciBusId', 'submitBatch', 'readCached',
+] as const;
+
+// Fails to compile when NativeAddon and NATIVE_FUNCTIONS differ by a name either way.
+type SameKeys<A, B> = [A] extends [B] ? ([B] extends [A] ? true : never) : never;
+const nativeFunctionsMatch: SameKeys<keyof NativeAddon, (typeof NATIVE_FUNCTIONS)[number]> = true;
+void nativeFunctionsMatch;
+
+/**
+ * The fields of each plain object the addon returns, as typed above; `satisfies` makes each map
+ * exactly the type's keys, so a field added to a type and not here (or the reverse) fails to compile.
+ */
+export const NATIVE_RESULT_FIELDS = {
+  errorRecord: { kind: 'required', code: 'required', message: 'required', errno: 'optional', syscall: 'optional', number: 'optional' } satisfies NativeFieldPresence<NativeErrorRecord>,
+  cudaStatus: {
+    loaded: 'required', path: 'required', resolvedPath: 'optional', error: 'optional', missing: 'optional',
+    initialized: 'required', initError: 'optional', driverVersion: 'optional', deviceCount: 'optional', hostRegister: 'optional',
+  } satisfies NativeFieldPresence<CudaStatus>,
+  cufileStatus: {
+    loaded: 'required', path: 'required', resolvedPath: 'optional', error: 'optional', missing: 'optional',
+    version: 'optional', driverOpen: 'required', driverError: 'optional', props: 'optional', statsLevel: 'required', statsError: 'optional',
+  } satisfies NativeFieldPresence<CuFileStatus>,
+  cufileDriverProps: {
+    nvfsMajor: 'required', nvfsMinor: 'required', pollThresholdKiB: 'required', maxDirectIoKiB: 'required', dstatusflags: 'required',
+    dcontrolflags: 'required', fflags: 'required', maxDeviceCacheKiB: 'required', perBufferCacheKiB: 'required',
+    maxDevicePinnedKiB: 'required', maxBatchIo: 'required', maxBatchIoTimeoutMs: 'required',
+  } satisfies NativeFieldPresence<CuFileDriverProps>,
+  cufileGpuCounters: {
+    totalReads: 'required', p2pReads: 'required', nvfsReads: 'required', posixReads: 'required', unalignedReads: 'required',
+    readErrors: 'required', nvfsWrites: 'required', posixWrites: 'required', registeredBytes: 'required',
+  } satisfies NativeFieldPresence<CuFileGpuCounters>,
+  cufileRegister: { handle: 'optional', error: 'optional' } satisfies NativeFieldPresence<ReturnType<NativeAddon['cufileRegister']>>,
+  deviceInfo: { ordinal: 'required', name: 'required', totalMemory: 'required', pciBusId: 'required', computeCapability: 'required' } satisfies NativeFieldPresence<NativeDeviceInfo>,
+  pointerInfo: { device: 'required', base: 'required', size: 'required' } satisfies NativeFieldPresence<ReturnType<NativeAddon['pointerInfo']>>,
+  memGetInfo: { free: 'required', total: 'required' } satisfies NativeFieldPresence<ReturnType<NativeAddon['memGetInfo']>>,
+  poolInfo: { threads: 'required' } satisfies NativeFieldPresence<ReturnType<NativeAddon['poolInfo']>>,
+  ipcStatus: { available: 'required', missing: 'optional' } satisfies NativeFieldPresence<ReturnType<NativeAddon['ipcStatus']>>,
+  ipcPointerFacts: { rangeStart: 'optional', rangeSize: 'optional', legacyIpcCapable: 'optional', fromPool: 'optional' } satisfies NativeFieldPresence<NativeIpcPointerFacts>,
+  op: { promise: 'required', cancel: 'required' } satisfies NativeFieldPresence<NativeOp>,
+  opResult: {
+    bytes: 'required', tasks: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required', peakTasks: 'required',
+    mapped: 'optional', eof: 'required', directFallback: 'optional',
+  } satisfies NativeFieldPresence<NativeOpResult>,
+  directFallback: { pieces: 'required', record: 'required' } satisfies NativeFieldPresence<NonNullable<NativeOpResult['directFallback']>>,
+  mappedResult: { tasks: 'required', bytes: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required', error: 'optional' } satisfies NativeFieldPresence<NativeMappedResult>,
+} as const;

@@ -8,13 +8,14 @@ useFakeDriver();
 
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { after, describe, test } from 'node:test';
+import { afterEach, describe, test } from 'node:test';
 const p = await import('../src/index.js');
 const { DeviceBuffer, configure, getConfig, open } = p;
 const { planRead } = await import('../src/transfer-plan.js');
 
 const initial = getConfig();
-after(() => configure(initial));
+// Every test starts from the same settings, whether the one before it passed or threw.
+afterEach(() => configure(initial));
 
 const MiB = 1 << 20;
 

@@ -1,12 +1,13 @@
 /** The host path for real: parallel pread/pwrite into and from JS memory, checked byte for byte. */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { after, describe, test } from 'node:test';
+import { afterEach, describe, test } from 'node:test';
 import { configure, getConfig, open, readFileToHost, writeFile, stats, resetStats, PenstockSystemError, pageCacheResidency, dropPageCache } from '../src/index.js';
 import { makeFile, newPath, pattern, tmpDir } from './helpers.js';
 
 const initial = getConfig();
-after(() => configure(initial));
+// Every test starts from the same settings, whether the one before it passed or threw.
+afterEach(() => configure(initial));
 
 describe('host reads', () => {
   const sizes = [0, 1, 4095, 4096, 4097, 65536 + 3, (1 << 20) - 1, 3 * (1 << 20) + 17, 9 * (1 << 20)];

@@ -8,12 +8,13 @@ useFakeDriver();
 
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { after, describe, test } from 'node:test';
+import { afterEach, describe, test } from 'node:test';
 const p = await import('../src/index.js');
 const { DeviceBuffer, PinnedBuffer, configure, getConfig, open, readFileToHost, writeFile, pageCacheResidency, dropPageCache } = p;
 
 const initial = getConfig();
-after(() => configure(initial));
+// Every test starts from the same settings, whether the one before it passed or threw.
+afterEach(() => configure(initial));
 
 const { file, data } = makeFile(1 << 20);
 

@@ -9,14 +9,15 @@ useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '2' });
 
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { after, describe, test } from 'node:test';
+import { afterEach, describe, test } from 'node:test';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 const p = await import('../src/index.js');
 const { DeviceBuffer, PinnedBuffer, configure, getConfig, open, runtimeInfo } = p;
 
 const initial = getConfig();
-after(() => configure(initial));
+// Every test starts from the same settings, whether the one before it passed or threw.
+afterEach(() => configure(initial));
 
 v8.setFlagsFromString('--expose-gc');
 const gc = vm.runInNewContext('gc') as () => void;

@@ -3,8 +3,11 @@ import { useFakeDriver, makeFile } from './helpers.js';
 useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '3' });
 
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
-const { loadShards, DeviceBuffer, configure, stats, resetStats } = await import('../src/index.js');
+import { afterEach, test } from 'node:test';
+const { loadShards, DeviceBuffer, configure, getConfig, stats, resetStats } = await import('../src/index.js');
+
+const initial = getConfig();
+afterEach(() => configure(initial));
 
 test('files and ranges dealt over three GPUs, verified per shard', async () => {
   configure({ taskSize: 1 << 20, threads: 4 });

@@ -1,10 +1,8 @@
 #include "cuda_api.h"
 
-#include <dlfcn.h>
-
 #include <mutex>
 
-#include "dl_util.h"
+#include "dl_library.h"
 
 namespace penstock {
 
@@ -21,61 +19,50 @@ const CudaState& LoadCuda(const std::string& path) {
   if (g_state.attempted) return g_state;
   g_state.attempted = true;
   g_state.path = path;
-  // RTLD_GLOBAL-free on purpose: the driver is ours to call, not a symbol provider for others.
-  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char* err = dlerror();
-    g_state.loadError = err ? err : "dlopen failed";
-    return g_state;
-  }
+  DlLibrary lib;
+  if (!lib.Open(g_state)) return g_state;
   std::string& m = g_state.missing;
   CudaApi& a = g_api;
-  ResolveSymbol(lib, a.Init, "cuInit", &m);
-  ResolveSymbol(lib, a.DriverGetVersion, "cuDriverGetVersion", &m);
-  ResolveSymbol(lib, a.GetErrorName, "cuGetErrorName", &m);
-  ResolveSymbol(lib, a.GetErrorString, "cuGetErrorString", &m);
-  ResolveSymbol(lib, a.DeviceGetCount, "cuDeviceGetCount", &m);
-  ResolveSymbol(lib, a.DeviceGet, "cuDeviceGet", &m);
-  ResolveSymbol(lib, a.DeviceGetName, "cuDeviceGetName", &m);
-  ResolveSymbol(lib, a.DeviceTotalMem, "cuDeviceTotalMem_v2", &m);
-  ResolveSymbol(lib, a.DeviceGetAttribute, "cuDeviceGetAttribute", &m);
-  ResolveSymbol(lib, a.DeviceGetPCIBusId, "cuDeviceGetPCIBusId", &m);
-  ResolveSymbol(lib, a.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", &m);
-  ResolveSymbol(lib, a.CtxSetCurrent, "cuCtxSetCurrent", &m);
-  ResolveSymbol(lib, a.CtxGetCurrent, "cuCtxGetCurrent", &m);
-  ResolveSymbol(lib, a.MemAlloc, "cuMemAlloc_v2", &m);
-  ResolveSymbol(lib, a.MemFree, "cuMemFree_v2", &m);
-  ResolveSymbol(lib, a.MemGetInfo, "cuMemGetInfo_v2", &m);
-  ResolveSymbol(lib, a.MemGetAddressRange, "cuMemGetAddressRange_v2", &m);
-  ResolveSymbol(lib, a.MemHostAlloc, "cuMemHostAlloc", &m);
-  ResolveSymbol(lib, a.MemFreeHost, "cuMemFreeHost", &m);
-  ResolveSymbol(lib, a.MemcpyHtoD, "cuMemcpyHtoD_v2", &m);
-  ResolveSymbol(lib, a.MemcpyDtoH, "cuMemcpyDtoH_v2", &m);
-  ResolveSymbol(lib, a.MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", &m);
-  ResolveSymbol(lib, a.MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", &m);
-  ResolveSymbol(lib, a.StreamCreate, "cuStreamCreate", &m);
-  ResolveSymbol(lib, a.StreamSynchronize, "cuStreamSynchronize", &m);
-  ResolveSymbol(lib, a.StreamQuery, "cuStreamQuery", &m);
-  ResolveSymbol(lib, a.EventCreate, "cuEventCreate", &m);
-  ResolveSymbol(lib, a.EventRecord, "cuEventRecord", &m);
-  ResolveSymbol(lib, a.EventSynchronize, "cuEventSynchronize", &m);
-  ResolveSymbol(lib, a.PointerGetAttribute, "cuPointerGetAttribute", &m);
-  ResolveSymbol(lib, a.MemHostRegister, "cuMemHostRegister_v2", nullptr);
-  ResolveSymbol(lib, a.MemHostUnregister, "cuMemHostUnregister", nullptr);
+  lib.Resolve(a.Init, "cuInit", &m);
+  lib.Resolve(a.DriverGetVersion, "cuDriverGetVersion", &m);
+  lib.Resolve(a.GetErrorName, "cuGetErrorName", &m);
+  lib.Resolve(a.GetErrorString, "cuGetErrorString", &m);
+  lib.Resolve(a.DeviceGetCount, "cuDeviceGetCount", &m);
+  lib.Resolve(a.DeviceGet, "cuDeviceGet", &m);
+  lib.Resolve(a.DeviceGetName, "cuDeviceGetName", &m);
+  lib.Resolve(a.DeviceTotalMem, "cuDeviceTotalMem_v2", &m);
+  lib.Resolve(a.DeviceGetAttribute, "cuDeviceGetAttribute", &m);
+  lib.Resolve(a.DeviceGetPCIBusId, "cuDeviceGetPCIBusId", &m);
+  lib.Resolve(a.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", &m);
+  lib.Resolve(a.CtxSetCurrent, "cuCtxSetCurrent", &m);
+  lib.Resolve(a.CtxGetCurrent, "cuCtxGetCurrent", &m);
+  lib.Resolve(a.MemAlloc, "cuMemAlloc_v2", &m);
+  lib.Resolve(a.MemFree, "cuMemFree_v2", &m);
+  lib.Resolve(a.MemGetInfo, "cuMemGetInfo_v2", &m);
+  lib.Resolve(a.MemGetAddressRange, "cuMemGetAddressRange_v2", &m);
+  lib.Resolve(a.MemHostAlloc, "cuMemHostAlloc", &m);
+  lib.Resolve(a.MemFreeHost, "cuMemFreeHost", &m);
+  lib.Resolve(a.MemcpyHtoD, "cuMemcpyHtoD_v2", &m);
+  lib.Resolve(a.MemcpyDtoH, "cuMemcpyDtoH_v2", &m);
+  lib.Resolve(a.MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", &m);
+  lib.Resolve(a.MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", &m);
+  lib.Resolve(a.StreamCreate, "cuStreamCreate", &m);
+  lib.Resolve(a.StreamSynchronize, "cuStreamSynchronize", &m);
+  lib.Resolve(a.StreamQuery, "cuStreamQuery", &m);
+  lib.Resolve(a.EventCreate, "cuEventCreate", &m);
+  lib.Resolve(a.EventRecord, "cuEventRecord", &m);
+  lib.Resolve(a.EventSynchronize, "cuEventSynchronize", &m);
+  lib.Resolve(a.PointerGetAttribute, "cuPointerGetAttribute", &m);
+  std::string& hostRegister = g_state.hostRegisterMissing;
+  lib.Resolve(a.MemHostRegister, "cuMemHostRegister_v2", &hostRegister);
+  lib.Resolve(a.MemHostUnregister, "cuMemHostUnregister", &hostRegister);
   std::string& ipc = g_state.ipcMissing;
-  ResolveSymbol(lib, a.IpcGetMemHandle, "cuIpcGetMemHandle", &ipc);
+  lib.Resolve(a.IpcGetMemHandle, "cuIpcGetMemHandle", &ipc);
   // cuda.h maps cuIpcOpenMemHandle to the _v2 entry point since CUDA 11.
-  ResolveSymbol(lib, a.IpcOpenMemHandle, "cuIpcOpenMemHandle_v2", &ipc);
-  ResolveSymbol(lib, a.IpcCloseMemHandle, "cuIpcCloseMemHandle", &ipc);
-  ResolveSymbol(lib, a.DeviceGetByPCIBusId, "cuDeviceGetByPCIBusId", &ipc);
-  Dl_info info;
-  if (a.Init && dladdr(reinterpret_cast<void*>(a.Init), &info) && info.dli_fname)
-    g_state.resolvedPath = info.dli_fname;
-  if (!m.empty()) {
-    g_state.loadError = "the CUDA driver library lacks required functions: " + m;
-    return g_state;
-  }
-  g_state.loaded = true;
+  lib.Resolve(a.IpcOpenMemHandle, "cuIpcOpenMemHandle_v2", &ipc);
+  lib.Resolve(a.IpcCloseMemHandle, "cuIpcCloseMemHandle", &ipc);
+  lib.Resolve(a.DeviceGetByPCIBusId, "cuDeviceGetByPCIBusId", &ipc);
+  if (!DlLibrary::Finish(g_state, a.Init, "CUDA driver")) return g_state;
   a.DriverGetVersion(&g_state.driverVersion);
   g_state.initResult = a.Init(0);
   if (g_state.initResult != CUDA_SUCCESS) return g_state;
@@ -86,7 +73,6 @@ const CudaState& LoadCuda(const std::string& path) {
 
 const CudaState& CudaStatus() { return g_state; }
 const CudaApi& Cuda() { return g_api; }
-bool CudaReady() { return g_state.initialized; }
 
 std::string CudaErrorName(CUresult r) {
   const char* s = nullptr;

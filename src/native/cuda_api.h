@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <string>
 
+#include "dl_library.h"
+
 namespace penstock {
 
 using CUresult = int;
@@ -70,7 +72,7 @@ struct CudaApi {
   CUresult (*EventRecord)(CUevent, CUstream) = nullptr;
   CUresult (*EventSynchronize)(CUevent) = nullptr;
   CUresult (*PointerGetAttribute)(void*, int, CUdeviceptr) = nullptr;
-  // Optional: without them there is no mapped route (registering page-cache pages).
+  // Optional: without them there is no mapped route (CudaState::hostRegisterMissing names them).
   CUresult (*MemHostRegister)(void*, size_t, unsigned) = nullptr;
   CUresult (*MemHostUnregister)(void*) = nullptr;
   // Optional: without them there is no CUDA IPC hand-off (CudaState::ipcMissing names them).
@@ -80,14 +82,10 @@ struct CudaApi {
   CUresult (*DeviceGetByPCIBusId)(CUdevice*, const char*) = nullptr;
 };
 
-struct CudaState {
-  bool attempted = false;
-  bool loaded = false;
+struct CudaState : LibraryState {
   bool initialized = false;
-  std::string path;
-  std::string resolvedPath;
-  std::string loadError;
-  std::string missing;  // comma-separated required symbols that were absent
+  // comma-separated page-registration symbols that were absent (no mapped route)
+  std::string hostRegisterMissing;
   std::string ipcMissing;  // comma-separated IPC symbols that were absent (IPC unavailable)
   CUresult initResult = 0;
   int driverVersion = 0;
@@ -98,7 +96,6 @@ struct CudaState {
 const CudaState& LoadCuda(const std::string& path);
 const CudaState& CudaStatus();
 const CudaApi& Cuda();
-bool CudaReady();
 
 // "CUDA_ERROR_OUT_OF_MEMORY" and its sentence, or a numeric fallback when the driver can't say.
 std::string CudaErrorName(CUresult r);

@@ -1,10 +1,9 @@
 #include "cufile_api.h"
 
-#include <dlfcn.h>
-
 #include <mutex>
 
-#include "dl_util.h"
+#include "dl_library.h"
+#include "errors.h"
 
 namespace penstock {
 
@@ -21,43 +20,73 @@ const CuFileState& LoadCuFile(const std::string& path) {
   if (g_state.attempted) return g_state;
   g_state.attempted = true;
   g_state.path = path;
-  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char* err = dlerror();
-    g_state.loadError = err ? err : "dlopen failed";
-    return g_state;
-  }
+  DlLibrary lib;
+  if (!lib.Open(g_state)) return g_state;
   std::string* m = &g_state.missing;
   CuFileApi& a = g_api;
-  ResolveSymbol(lib, a.DriverOpen, "cuFileDriverOpen", m);
+  lib.Resolve(a.DriverOpen, "cuFileDriverOpen", m);
   // Recent headers turn cuFileDriverClose into a macro for the _v2 symbol; prefer it.
-  ResolveSymbol(lib, a.DriverClose, "cuFileDriverClose_v2", nullptr);
-  if (!a.DriverClose) ResolveSymbol(lib, a.DriverClose, "cuFileDriverClose", m);
-  ResolveSymbol(lib, a.DriverGetProperties, "cuFileDriverGetProperties", m);
-  ResolveSymbol(lib, a.HandleRegister, "cuFileHandleRegister", m);
-  ResolveSymbol(lib, a.HandleDeregister, "cuFileHandleDeregister", m);
-  ResolveSymbol(lib, a.Read, "cuFileRead", m);
-  ResolveSymbol(lib, a.Write, "cuFileWrite", m);
-  ResolveSymbol(lib, a.GetVersion, "cuFileGetVersion", nullptr);
-  ResolveSymbol(lib, a.SetStatsLevel, "cuFileSetStatsLevel", nullptr);
-  ResolveSymbol(lib, a.StatsStart, "cuFileStatsStart", nullptr);
-  ResolveSymbol(lib, a.GetStatsL3, "cuFileGetStatsL3", nullptr);
-  ResolveSymbol(lib, a.GetBARSizeInKB, "cuFileGetBARSizeInKB", nullptr);
-  Dl_info info;
-  if (a.DriverOpen && dladdr(reinterpret_cast<void*>(a.DriverOpen), &info) && info.dli_fname)
-    g_state.resolvedPath = info.dli_fname;
-  if (!m->empty()) {
-    g_state.loadError = "the cuFile library lacks required functions: " + *m;
-    return g_state;
-  }
-  g_state.loaded = true;
+  lib.Resolve(a.DriverClose, "cuFileDriverClose_v2", nullptr);
+  if (!a.DriverClose) lib.Resolve(a.DriverClose, "cuFileDriverClose", m);
+  lib.Resolve(a.DriverGetProperties, "cuFileDriverGetProperties", m);
+  lib.Resolve(a.HandleRegister, "cuFileHandleRegister", m);
+  lib.Resolve(a.HandleDeregister, "cuFileHandleDeregister", m);
+  lib.Resolve(a.Read, "cuFileRead", m);
+  lib.Resolve(a.Write, "cuFileWrite", m);
+  lib.Resolve(a.GetVersion, "cuFileGetVersion", nullptr);
+  lib.Resolve(a.SetStatsLevel, "cuFileSetStatsLevel", nullptr);
+  lib.Resolve(a.StatsStart, "cuFileStatsStart", nullptr);
+  lib.Resolve(a.GetStatsL3, "cuFileGetStatsL3", nullptr);
+  if (!DlLibrary::Finish(g_state, a.DriverOpen, "cuFile")) return g_state;
   if (a.GetVersion) a.GetVersion(&g_state.version);
   return g_state;
 }
 
 const CuFileState& CuFileStatus() { return g_state; }
-CuFileState& MutableCuFileStatus() { return g_state; }
 const CuFileApi& CuFile() { return g_api; }
+
+bool ReadCuFileStatsL3(CuFileStatsL3* block) {
+  if (!g_api.GetStatsL3) return false;
+  *block = CuFileStatsL3{};
+  return g_api.GetStatsL3(block).err == kCuFileSuccess;
+}
+
+namespace {
+
+void EnableStats(CuFileState& s) {
+  const CuFileApi& cf = g_api;
+  if (!cf.SetStatsLevel || !cf.StatsStart || !cf.GetStatsL3) {
+    s.statsError = "this cuFile release has no statistics API";
+    return;
+  }
+  CUfileError_t r = cf.SetStatsLevel(3);
+  if (r.err == kCuFileSuccess) r = cf.StatsStart();
+  CuFileStatsL3 probe;
+  if (r.err == kCuFileSuccess && ReadCuFileStatsL3(&probe)) {
+    s.statsLevel = 3;
+    s.statsError.clear();
+  } else {
+    s.statsError = "cuFile refused level-3 statistics (" + CuFileErrorName(r.err) + ")";
+  }
+}
+
+}  // namespace
+
+const CuFileState& OpenCuFileDriver() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  CuFileState& s = g_state;
+  if (!s.loaded || s.driverAttempted) return s;
+  s.driverAttempted = true;
+  EnableStats(s);  // settings must precede the driver open
+  s.driverResult = g_api.DriverOpen();
+  // Already open means another library in this process opened it: usable all the same.
+  s.driverOpen = s.driverResult.err == kCuFileSuccess || s.driverResult.err == kCuFileDriverAlreadyOpen;
+  if (s.driverOpen) {
+    if (s.statsLevel < 3) EnableStats(s);
+    s.haveProps = g_api.DriverGetProperties(&s.props).err == kCuFileSuccess;
+  }
+  return s;
+}
 
 IoFailure DecodeCuFileIoError(ssize_t ret, int savedErrno) {
   if (ret == -1) {

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "dl_library.h"
+
 namespace penstock {
 
 struct CUfileError_t {
@@ -45,13 +47,46 @@ static_assert(offsetof(CUfileDrvProps_t, dstatusflags) == 24, "dstatusflags offs
 using CUfileHandle_t = void*;
 constexpr int kCuFileSuccess = 0;
 constexpr int kCuFileBase = 5000;
+constexpr int kCuFileDriverAlreadyOpen = 5026;
 
-// Level-3 statistics: an opaque 5000-byte block read at fixed offsets.
-constexpr size_t kStatsL3Size = 5000;
-constexpr size_t kStatsL3NumGpus = 1024;
-constexpr size_t kStatsL3PerGpu = 1032;
-constexpr size_t kStatsL3GpuStride = 248;
+// Level-3 statistics (cuFileGetStatsL3): a 5000-byte block whose per-GPU entries hold the counters
+// `gds_stats -l 3` prints. Only the fields read are named; the rest is kept opaque at its size.
+struct CuFileGpuStatsL3 {
+  unsigned char reserved0[48];
+  uint64_t n_total_reads;
+  uint64_t n_p2p_reads;
+  uint64_t n_nvfs_reads;
+  uint64_t n_posix_reads;
+  uint64_t n_unaligned_reads;
+  unsigned char reserved1[24];
+  uint64_t n_reads_err;
+  unsigned char reserved2[48];
+  uint64_t n_nvfs_writes;
+  uint64_t n_posix_writes;
+  unsigned char reserved3[56];
+  uint64_t reg_bytes;
+};
+static_assert(sizeof(CuFileGpuStatsL3) == 248, "per-GPU level-3 entry size");
+static_assert(offsetof(CuFileGpuStatsL3, n_total_reads) == 48, "n_total_reads offset");
+static_assert(offsetof(CuFileGpuStatsL3, n_p2p_reads) == 56, "n_p2p_reads offset");
+static_assert(offsetof(CuFileGpuStatsL3, n_nvfs_reads) == 64, "n_nvfs_reads offset");
+static_assert(offsetof(CuFileGpuStatsL3, n_posix_reads) == 72, "n_posix_reads offset");
+static_assert(offsetof(CuFileGpuStatsL3, n_unaligned_reads) == 80, "n_unaligned_reads offset");
+static_assert(offsetof(CuFileGpuStatsL3, n_reads_err) == 112, "n_reads_err offset");
+static_assert(offsetof(CuFileGpuStatsL3, n_nvfs_writes) == 168, "n_nvfs_writes offset");
+static_assert(offsetof(CuFileGpuStatsL3, n_posix_writes) == 176, "n_posix_writes offset");
+static_assert(offsetof(CuFileGpuStatsL3, reg_bytes) == 240, "reg_bytes offset");
+
 constexpr size_t kStatsL3MaxGpus = 16;
+struct CuFileStatsL3 {
+  unsigned char reserved0[1024];  // the level-1 and level-2 counters
+  uint32_t num_gpus;
+  uint32_t reserved1;
+  CuFileGpuStatsL3 per_gpu_stats[kStatsL3MaxGpus];
+};
+static_assert(sizeof(CuFileStatsL3) == 5000, "level-3 statistics block size");
+static_assert(offsetof(CuFileStatsL3, num_gpus) == 1024, "num_gpus offset");
+static_assert(offsetof(CuFileStatsL3, per_gpu_stats) == 1032, "per_gpu_stats offset");
 
 struct CuFileApi {
   CUfileError_t (*DriverOpen)() = nullptr;
@@ -65,17 +100,10 @@ struct CuFileApi {
   CUfileError_t (*GetVersion)(int*) = nullptr;
   CUfileError_t (*SetStatsLevel)(int) = nullptr;
   CUfileError_t (*StatsStart)() = nullptr;
-  CUfileError_t (*GetStatsL3)(void*) = nullptr;
-  CUfileError_t (*GetBARSizeInKB)(int, size_t*) = nullptr;
+  CUfileError_t (*GetStatsL3)(CuFileStatsL3*) = nullptr;
 };
 
-struct CuFileState {
-  bool attempted = false;
-  bool loaded = false;
-  std::string path;
-  std::string resolvedPath;
-  std::string loadError;
-  std::string missing;
+struct CuFileState : LibraryState {
   int version = 0;
   bool driverAttempted = false;
   bool driverOpen = false;
@@ -88,8 +116,14 @@ struct CuFileState {
 
 const CuFileState& LoadCuFile(const std::string& path);
 const CuFileState& CuFileStatus();
-CuFileState& MutableCuFileStatus();
 const CuFileApi& CuFile();
+
+// Switches on level-3 statistics and opens the driver, once per process; the caller makes the GPU's
+// context current first. Later calls return the first outcome.
+const CuFileState& OpenCuFileDriver();
+
+// The current level-3 block, or false when statistics are off or cuFile refuses them.
+bool ReadCuFileStatsL3(CuFileStatsL3* block);
 
 // Interprets cuFileRead/Write's return value: both conventions seen in the wild (a negative cuFile
 // code, or -1 with errno holding an OS error or a cuFile code) map to {isCuFile, code}.

@@ -29,4 +29,21 @@ Napi::Object ToJs(Napi::Env env, const ErrorRecord& e);
 // Throws the record as a JS exception carrying a `record` property that errors.ts understands.
 [[noreturn]] void ThrowRecord(Napi::Env env, const ErrorRecord& e);
 
+inline void ThrowIfError(Napi::Env env, const ErrorRecord& e) {
+  if (!e.ok()) ThrowRecord(env, e);
+}
+
+inline ErrorRecord CudaCallRecord(CUresult r, const char* call) {
+  return r == CUDA_SUCCESS ? ErrorRecord{} : ErrorRecord::FromCuda(r, call);
+}
+
+}  // namespace penstock
+
+// Makes one driver call through its CudaApi slot and names a failure after that slot, so a record
+// can only name the call that failed: PENSTOCK_CUDA(EventRecord, ev, stream) fails as
+// "cuEventRecord". Gives an ErrorRecord, ok() on success.
+#define PENSTOCK_CUDA(Fn, ...) ::penstock::CudaCallRecord(::penstock::Cuda().Fn(__VA_ARGS__), "cu" #Fn)
+
+namespace penstock {
+
 }  // namespace penstock

@@ -81,8 +81,7 @@ Napi::ArrayBuffer PinnedAlloc(Napi::Env env, size_t size) {
   if (!e.ok()) ThrowRecord(env, e);
   ContextGuard guard(ctx);
   void* p = nullptr;
-  CUresult r = Cuda().MemHostAlloc(&p, size, CU_MEMHOSTALLOC_PORTABLE);
-  if (r != CUDA_SUCCESS) ThrowRecord(env, ErrorRecord::FromCuda(r, "cuMemHostAlloc"));
+  ThrowIfError(env, PENSTOCK_CUDA(MemHostAlloc, &p, size, CU_MEMHOSTALLOC_PORTABLE));
   AddPinnedBytes(static_cast<long long>(size));
   auto block = std::make_shared<PinnedBlock>();
   block->data = static_cast<char*>(p);

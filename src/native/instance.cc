@@ -117,7 +117,6 @@ void Instance::Teardown() {
     g_instances.erase(this);
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  closing_ = true;
   for (auto& op : live_) op->Cancel();
   // Tasks already running finish their current pread or copy; queued ones see the cancel flag
   // and skip. Waiting here means no worker touches this environment's memory after it is gone.

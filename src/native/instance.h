@@ -52,7 +52,6 @@ class Instance {
   std::condition_variable drained_;
   std::set<std::shared_ptr<Operation>> live_;
   size_t running_ = 0;  // operations whose tasks have not all finished
-  bool closing_ = false;
 };
 
 }  // namespace penstock

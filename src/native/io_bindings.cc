@@ -57,6 +57,7 @@ Napi::Object CudaStatusJs(Napi::Env env) {
   if (!s.missing.empty()) o.Set("missing", s.missing);
   if (s.loaded) {
     o.Set("driverVersion", s.driverVersion);
+    o.Set("hostRegister", s.hostRegisterMissing.empty());
     if (!s.initialized) o.Set("initError", ToJs(env, ErrorRecord::FromCuda(s.initResult, "cuInit")));
     else o.Set("deviceCount", s.deviceCount);
   }
@@ -99,32 +100,6 @@ Napi::Object CuFileStatusJs(Napi::Env env) {
   return o;
 }
 
-bool ReadStatsL3(std::vector<unsigned char>* block) {
-  const CuFileApi& cf = CuFile();
-  if (!cf.GetStatsL3) return false;
-  block->assign(kStatsL3Size + 64, 0);
-  return cf.GetStatsL3(block->data()).err == kCuFileSuccess;
-}
-
-void EnableStats(CuFileState& s) {
-  const CuFileApi& cf = CuFile();
-  if (!cf.SetStatsLevel || !cf.StatsStart || !cf.GetStatsL3) {
-    s.statsError = "this cuFile release has no statistics API";
-    return;
-  }
-  CUfileError_t r = cf.SetStatsLevel(3);
-  if (r.err == kCuFileSuccess) r = cf.StatsStart();
-  std::vector<unsigned char> probe;
-  if (r.err == kCuFileSuccess && ReadStatsL3(&probe)) {
-    s.statsLevel = 3;
-    s.statsError.clear();
-  } else {
-    s.statsError = "cuFile refused level-3 statistics (" + CuFileErrorName(r.err) + ")";
-  }
-}
-
-Napi::Value Init(const Napi::CallbackInfo& info) { return info.Env().Undefined(); }
-
 Napi::Value SetThreads(const Napi::CallbackInfo& info) {
   int n = ArgInt(Arg(info, 0, "threads"), "threads", 1, kMaxWorkers);
   std::lock_guard<std::mutex> lock(PoolMutex());
@@ -138,7 +113,6 @@ Napi::Value SetThreads(const Napi::CallbackInfo& info) {
 Napi::Value PoolInfo(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(info.Env());
   o.Set("threads", ThreadPool::Instance().Size());
-  o.Set("queued", static_cast<double>(ThreadPool::Instance().Queued()));
   return o;
 }
 
@@ -161,22 +135,13 @@ Napi::Value CuFileStatusFn(const Napi::CallbackInfo& info) { return CuFileStatus
 
 Napi::Value CuFileDriverOpenJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  CuFileState& s = MutableCuFileStatus();
+  const CuFileState& s = CuFileStatus();
   if (!s.loaded || s.driverAttempted) return CuFileStatusJs(env);
   CUcontext ctx;
   ErrorRecord e = RetainContext(ArgInt(Arg(info, 0, "ordinal"), "ordinal", 0, 1 << 20), &ctx);
   if (!e.ok()) ThrowRecord(env, e);
   ContextGuard guard(ctx);
-  s.driverAttempted = true;
-  const CuFileApi& cf = CuFile();
-  EnableStats(s);  // settings must precede the driver open
-  s.driverResult = cf.DriverOpen();
-  // Already open means another library in this process opened it: usable all the same.
-  s.driverOpen = s.driverResult.err == kCuFileSuccess || s.driverResult.err == 5026;
-  if (s.driverOpen) {
-    if (s.statsLevel < 3) EnableStats(s);
-    s.haveProps = cf.DriverGetProperties(&s.props).err == kCuFileSuccess;
-  }
+  OpenCuFileDriver();
   return CuFileStatusJs(env);
 }
 
@@ -225,22 +190,22 @@ Napi::Value CuFileDeregisterJs(const Napi::CallbackInfo& info) {
 
 Napi::Value CuFileStatsJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  std::vector<unsigned char> b;
-  if (CuFileStatus().statsLevel < 3 || !ReadStatsL3(&b)) return env.Null();
-  uint32_t gpus;
-  memcpy(&gpus, b.data() + kStatsL3NumGpus, sizeof gpus);
-  if (gpus > kStatsL3MaxGpus) gpus = kStatsL3MaxGpus;
+  CuFileStatsL3 block;
+  if (CuFileStatus().statsLevel < 3 || !ReadCuFileStatsL3(&block)) return env.Null();
+  uint32_t gpus = block.num_gpus < kStatsL3MaxGpus ? block.num_gpus : kStatsL3MaxGpus;
   Napi::Array arr = Napi::Array::New(env, gpus);
-  static const struct { const char* name; size_t off; } fields[] = {
-      {"totalReads", 48}, {"p2pReads", 56}, {"nvfsReads", 64}, {"posixReads", 72}, {"unalignedReads", 80},
-      {"readErrors", 112}, {"nvfsWrites", 168}, {"posixWrites", 176}, {"registeredBytes", 240}};
   for (uint32_t g = 0; g < gpus; ++g) {
+    const CuFileGpuStatsL3& st = block.per_gpu_stats[g];
     Napi::Object o = Napi::Object::New(env);
-    for (const auto& f : fields) {
-      uint64_t v;
-      memcpy(&v, b.data() + kStatsL3PerGpu + g * kStatsL3GpuStride + f.off, sizeof v);
-      o.Set(f.name, static_cast<double>(v));
-    }
+    o.Set("totalReads", static_cast<double>(st.n_total_reads));
+    o.Set("p2pReads", static_cast<double>(st.n_p2p_reads));
+    o.Set("nvfsReads", static_cast<double>(st.n_nvfs_reads));
+    o.Set("posixReads", static_cast<double>(st.n_posix_reads));
+    o.Set("unalignedReads", static_cast<double>(st.n_unaligned_reads));
+    o.Set("readErrors", static_cast<double>(st.n_reads_err));
+    o.Set("nvfsWrites", static_cast<double>(st.n_nvfs_writes));
+    o.Set("posixWrites", static_cast<double>(st.n_posix_writes));
+    o.Set("registeredBytes", static_cast<double>(st.reg_bytes));
     arr.Set(g, o);
   }
   return arr;
@@ -341,7 +306,6 @@ Napi::Value Inflight(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void RegisterIo(Napi::Env env, Napi::Object exports) {
-  exports.Set("init", Napi::Function::New(env, Init));
   exports.Set("setThreads", Napi::Function::New(env, SetThreads));
   exports.Set("poolInfo", Napi::Function::New(env, PoolInfo));
   exports.Set("cudaLoad", Napi::Function::New(env, CudaLoadJs));

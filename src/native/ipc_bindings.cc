@@ -39,10 +39,6 @@ ErrorRecord InContext(int ordinal, Fn fn) {
   return fn();
 }
 
-void ThrowIfError(Napi::Env env, const ErrorRecord& e) {
-  if (!e.ok()) ThrowRecord(env, e);
-}
-
 Napi::Value IpcStatusJs(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(info.Env());
   const CudaState& s = CudaStatus();
@@ -84,8 +80,7 @@ Napi::Value IpcGetMemHandleJs(const Napi::CallbackInfo& info) {
   CUipcMemHandle h;
   std::memset(&h, 0, sizeof h);
   ThrowIfError(env, InContext(ordinal, [&] {
-    CUresult r = Cuda().IpcGetMemHandle(&h, ptr);
-    return r == CUDA_SUCCESS ? ErrorRecord{} : ErrorRecord::FromCuda(r, "cuIpcGetMemHandle");
+    return PENSTOCK_CUDA(IpcGetMemHandle, &h, ptr);
   }));
   return Napi::Buffer<char>::Copy(env, h.reserved, sizeof h.reserved);
 }
@@ -102,8 +97,7 @@ Napi::Value IpcOpenMemHandleJs(const Napi::CallbackInfo& info) {
   unsigned flags = static_cast<unsigned>(ArgU64(Arg(info, 2, "flags"), "flags"));
   CUdeviceptr ptr = 0;
   ThrowIfError(env, InContext(ordinal, [&] {
-    CUresult r = Cuda().IpcOpenMemHandle(&ptr, h, flags);
-    return r == CUDA_SUCCESS ? ErrorRecord{} : ErrorRecord::FromCuda(r, "cuIpcOpenMemHandle");
+    return PENSTOCK_CUDA(IpcOpenMemHandle, &ptr, h, flags);
   }));
   return FromPtr(env, ptr);
 }
@@ -113,8 +107,7 @@ Napi::Value IpcCloseMemHandleJs(const Napi::CallbackInfo& info) {
   int ordinal = ArgInt(Arg(info, 0, "ordinal"), "ordinal", 0, 1 << 20);
   CUdeviceptr ptr = ArgPtr(Arg(info, 1, "ptr"), "ptr");
   ThrowIfError(env, InContext(ordinal, [&] {
-    CUresult r = Cuda().IpcCloseMemHandle(ptr);
-    return r == CUDA_SUCCESS ? ErrorRecord{} : ErrorRecord::FromCuda(r, "cuIpcCloseMemHandle");
+    return PENSTOCK_CUDA(IpcCloseMemHandle, ptr);
   }));
   return env.Undefined();
 }
@@ -124,8 +117,7 @@ Napi::Value DeviceByPciBusIdJs(const Napi::CallbackInfo& info) {
   std::string bus = ArgString(Arg(info, 0, "busId"), "busId");
   ThrowIfError(env, RequireIpc());
   CUdevice dev = -1;
-  CUresult r = Cuda().DeviceGetByPCIBusId(&dev, bus.c_str());
-  if (r != CUDA_SUCCESS) ThrowRecord(env, ErrorRecord::FromCuda(r, "cuDeviceGetByPCIBusId"));
+  ThrowIfError(env, PENSTOCK_CUDA(DeviceGetByPCIBusId, &dev, bus.c_str()));
   return Napi::Number::New(env, dev);
 }
 

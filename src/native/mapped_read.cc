@@ -124,10 +124,10 @@ void Operation::RunMapped() {
       t0 = StageTimer::Now();  // RunTask counted its own time, under the staged route
       return done();
     }
-    r = cu.MemcpyHtoDAsync(spec_.dev + begin, src, bytes, s.stream);
-    if (r == CUDA_SUCCESS) r = cu.EventRecord(s.events[h], s.stream);
-    if (r != CUDA_SUCCESS) {
-      Fail(ErrorRecord::FromCuda(r, "cuMemcpyHtoDAsync"));
+    ErrorRecord copyError = PENSTOCK_CUDA(MemcpyHtoDAsync, spec_.dev + begin, src, bytes, s.stream);
+    if (copyError.ok()) copyError = PENSTOCK_CUDA(EventRecord, s.events[h], s.stream);
+    if (!copyError.ok()) {
+      Fail(copyError);
       cu.StreamSynchronize(s.stream);
       cu.MemHostUnregister(lo);
       for (uint64_t i = 0; i < got; ++i) FinishTask();

@@ -17,8 +17,7 @@ Napi::Value DeviceInfo(const Napi::CallbackInfo& info) {
   if (!e.ok()) ThrowRecord(env, e);
   const CudaApi& cu = Cuda();
   CUdevice dev;
-  CUresult r = cu.DeviceGet(&dev, ordinal);
-  if (r != CUDA_SUCCESS) ThrowRecord(env, ErrorRecord::FromCuda(r, "cuDeviceGet"));
+  ThrowIfError(env, PENSTOCK_CUDA(DeviceGet, &dev, ordinal));
   char name[256] = {0};
   cu.DeviceGetName(name, sizeof name, dev);
   size_t total = 0;
@@ -82,8 +81,7 @@ Napi::Value MemGetInfoJs(const Napi::CallbackInfo& info) {
   if (!e.ok()) ThrowRecord(env, e);
   ContextGuard guard(ctx);
   size_t free = 0, total = 0;
-  CUresult r = Cuda().MemGetInfo(&free, &total);
-  if (r != CUDA_SUCCESS) ThrowRecord(env, ErrorRecord::FromCuda(r, "cuMemGetInfo"));
+  ThrowIfError(env, PENSTOCK_CUDA(MemGetInfo, &free, &total));
   Napi::Object o = Napi::Object::New(env);
   o.Set("free", static_cast<double>(free));
   o.Set("total", static_cast<double>(total));

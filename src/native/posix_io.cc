@@ -47,17 +47,19 @@ int PwriteFull(int fd, const char* buf, size_t n, uint64_t off) {
 // the aligned interior goes through the O_DIRECT descriptor, the unaligned head and tail through
 // the buffered one (they are whole pages nobody else writes directly, so the two never overlap).
 int WriteMaybeDirect(int fd, int directFd, const char* data, uint64_t pos, uint64_t n, int* refused) {
-  uint64_t a = AlignUp(pos), b = AlignDown(pos + n);
-  if (directFd < 0 || a >= b) return PwriteFull(fd, data, n, pos);
-  if (a > pos)
-    if (int e = PwriteFull(fd, data, a - pos, pos)) return e;
-  int e = PwriteFull(directFd, data + (a - pos), b - a, a);
+  DirectWriteSplit w = SplitDirectWrite(pos, n);
+  if (directFd < 0 || !w.HasInterior()) return PwriteFull(fd, data, n, pos);
+  if (w.headBytes)
+    if (int e = PwriteFull(fd, data, w.headBytes, pos)) return e;
+  const char* interior = data + w.headBytes;
+  uint64_t interiorBytes = w.interiorEnd - w.interiorStart;
+  int e = PwriteFull(directFd, interior, interiorBytes, w.interiorStart);
   if (e == EINVAL) {  // the file system refuses this alignment
     *refused = EINVAL;
-    e = PwriteFull(fd, data + (a - pos), b - a, a);
+    e = PwriteFull(fd, interior, interiorBytes, w.interiorStart);
   }
   if (e) return e;
-  if (pos + n > b) return PwriteFull(fd, data + (b - pos), pos + n - b, b);
+  if (w.tailBytes) return PwriteFull(fd, interior + interiorBytes, w.tailBytes, w.interiorEnd);
   return 0;
 }
 
@@ -66,12 +68,11 @@ int WriteMaybeDirect(int fd, int directFd, const char* data, uint64_t pos, uint6
 int ReadMaybeDirect(int fd, int directFd, char* buf, uint64_t pos, uint64_t n, char** data, uint64_t* got, int* refused) {
   int err = 0;
   if (directFd >= 0) {
-    uint64_t a0 = AlignDown(pos);
-    ssize_t r = PreadFull(directFd, buf, AlignUp(pos + n) - a0, a0, true, &err);
+    DirectReadSpan span = EnclosingDirectSpan(pos, n);
+    ssize_t r = PreadFull(directFd, buf, span.length, span.start, true, &err);
     if (r >= 0) {
-      uint64_t delta = pos - a0;
-      *data = buf + delta;
-      *got = static_cast<uint64_t>(r) > delta ? std::min<uint64_t>(n, r - delta) : 0;
+      *data = buf + span.slack;
+      *got = RequestedBytesRead(span, n, static_cast<uint64_t>(r));
       return 0;
     }
     if (err != EINVAL) return err;

@@ -6,11 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace penstock {
+#include "direct_span.h"
 
-constexpr uint64_t kAlign = 4096;
-inline uint64_t AlignDown(uint64_t v) { return v & ~(kAlign - 1); }
-inline uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) & ~(kAlign - 1); }
+namespace penstock {
 
 // Reads until n bytes or end of file; -1 with *err set on failure. With O_DIRECT a short,
 // unaligned count means end of file.

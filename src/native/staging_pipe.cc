@@ -43,8 +43,7 @@ void Pipe::Complete(uint64_t upTo, const ErrorRecord& err) {
 
 ErrorRecord Pipe::Reuse(int h) {
   if (!halfSeq[h]) return {};
-  CUresult r = Cuda().EventSynchronize(slot->events[h]);
-  ErrorRecord err = r == CUDA_SUCCESS ? ErrorRecord() : ErrorRecord::FromCuda(r, "cuEventSynchronize");
+  ErrorRecord err = PENSTOCK_CUDA(EventSynchronize, slot->events[h]);
   Complete(halfSeq[h], err);
   halfSeq[h] = 0;
   return err;
@@ -58,7 +57,7 @@ void Pipe::Flush() {
   CUresult r = CUDA_ERROR_NOT_READY;
   for (int i = 0; i < 64 && r == CUDA_ERROR_NOT_READY; ++i) r = cu.StreamQuery(slot->stream);
   if (r == CUDA_ERROR_NOT_READY) r = cu.StreamSynchronize(slot->stream);
-  ErrorRecord err = r == CUDA_SUCCESS ? ErrorRecord() : ErrorRecord::FromCuda(r, "cuStreamSynchronize");
+  ErrorRecord err = CudaCallRecord(r, "cuStreamSynchronize");
   Complete(UINT64_MAX, err);
   halfSeq[0] = halfSeq[1] = 0;
   slot = nullptr;

@@ -34,11 +34,6 @@ int ThreadPool::Size() const {
   return target_;
 }
 
-size_t ThreadPool::Queued() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return queue_.size();
-}
-
 void ThreadPool::Submit(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mutex_);

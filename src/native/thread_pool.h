@@ -21,7 +21,6 @@ class ThreadPool {
   // past n leave once their current task is done (a worker index is never run twice at once).
   void Resize(int n);
   int Size() const;
-  size_t Queued();
   void Submit(std::function<void()> task);
 
   // Index of the calling worker in [0, Size()), or -1 off the pool.

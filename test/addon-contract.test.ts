@@ -1,0 +1,101 @@
+/**
+ * The addon against its typed surface: the functions it exports and the fields of the objects it
+ * returns are exactly those that src/binding.ts declares (NATIVE_FUNCTIONS, NATIVE_RESULT_FIELDS).
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { NATIVE_FUNCTIONS, NATIVE_RESULT_FIELDS, native } from '../src/binding.js';
+import { fakeDriverDir, pattern, tmpDir } from './helpers.js';
+
+type FieldMap = Readonly<Record<string, 'required' | 'optional'>>;
+
+/** Every key of `value` is typed, and every required typed key is there. */
+function assertFields(what: string, value: unknown, fields: FieldMap): void {
+  assert.ok(value !== null && typeof value === 'object', `${what} is an object`);
+  const keys = Object.keys(value as object);
+  const untyped = keys.filter((k) => !(k in fields));
+  assert.deepEqual(untyped, [], `${what}: fields the addon sets that binding.ts does not type`);
+  const absent = Object.entries(fields).filter(([k, p]) => p === 'required' && !keys.includes(k)).map(([k]) => k);
+  assert.deepEqual(absent, [], `${what}: required fields the addon did not set`);
+}
+
+const addon = native();
+
+test('the addon exports exactly the typed functions', () => {
+  const exported = Object.keys(addon).sort();
+  assert.deepEqual(exported, [...NATIVE_FUNCTIONS].sort());
+  for (const name of exported) assert.equal(typeof (addon as unknown as Record<string, unknown>)[name], 'function', name);
+});
+
+test('status, device, pointer and IPC objects carry exactly their typed fields', () => {
+  const cuda = addon.cudaLoad(path.join(fakeDriverDir, 'libcuda.so.1'));
+  assert.equal(cuda.initialized, true, JSON.stringify(cuda));
+  assertFields('cudaStatus', cuda, NATIVE_RESULT_FIELDS.cudaStatus);
+  assert.equal(cuda.hostRegister, true, 'the fake driver has cuMemHostRegister');
+  addon.cufileLoad(path.join(fakeDriverDir, 'libcufile.so.0'));
+  const cufile = addon.cufileDriverOpen(0);
+  assert.equal(cufile.driverOpen, true, JSON.stringify(cufile));
+  assertFields('cufileStatus', cufile, NATIVE_RESULT_FIELDS.cufileStatus);
+  assertFields('cufileStatus.props', cufile.props, NATIVE_RESULT_FIELDS.cufileDriverProps);
+  const counters = addon.cufileStats();
+  assert.ok(Array.isArray(counters) && counters.length > 0, 'level-3 statistics from the fake cuFile');
+  for (const c of counters) assertFields('cufileStats[]', c, NATIVE_RESULT_FIELDS.cufileGpuCounters);
+  addon.setThreads(2);
+  assertFields('poolInfo', addon.poolInfo(), NATIVE_RESULT_FIELDS.poolInfo);
+  assertFields('deviceInfo', addon.deviceInfo(0), NATIVE_RESULT_FIELDS.deviceInfo);
+  assertFields('memGetInfo', addon.memGetInfo(0), NATIVE_RESULT_FIELDS.memGetInfo);
+  assertFields('ipcStatus', addon.ipcStatus(), NATIVE_RESULT_FIELDS.ipcStatus);
+  const ptr = addon.deviceAlloc(0, 1 << 16);
+  try {
+    assertFields('pointerInfo', addon.pointerInfo(ptr), NATIVE_RESULT_FIELDS.pointerInfo);
+    assertFields('ipcPointerFacts', addon.ipcPointerFacts(0, ptr), NATIVE_RESULT_FIELDS.ipcPointerFacts);
+  } finally {
+    addon.deviceFree(0, ptr);
+  }
+});
+
+test('an operation and its result carry exactly their typed fields', async () => {
+  const file = path.join(tmpDir(), 'contract.bin');
+  const data = pattern(1 << 16);
+  fs.writeFileSync(file, data);
+  const fd = fs.openSync(file, 'r');
+  try {
+    const host = new Uint8Array(data.length);
+    const op = addon.submit({
+      route: 'posix-host', write: false, fd, directFd: -1, fileOffset: 0, size: data.length, taskSize: 1 << 14,
+      maxRunners: 0, writePiece: 0, host, hostOffset: 0, hostStaging: false,
+    });
+    assertFields('submit()', op, NATIVE_RESULT_FIELDS.op);
+    const result = await op.promise;
+    assertFields('operation result', result, NATIVE_RESULT_FIELDS.opResult);
+    assert.deepEqual(Buffer.from(host), data);
+    const registered = addon.cufileRegister(fd);
+    assertFields('cufileRegister', registered, NATIVE_RESULT_FIELDS.cufileRegister);
+    if (registered.handle !== undefined) addon.cufileDeregister(registered.handle);
+  } finally {
+    fs.closeSync(fd);
+  }
+});
+
+test('a failed operation rejects with an error whose record fields are typed', async () => {
+  const file = path.join(tmpDir(), 'contract-ro.bin');
+  fs.writeFileSync(file, pattern(4096));
+  const fd = fs.openSync(file, 'r');
+  try {
+    const host = new Uint8Array(4096);
+    // A write through a read-only descriptor: pwrite fails with EBADF.
+    const op = addon.submit({
+      route: 'posix-host', write: true, fd, directFd: -1, fileOffset: 0, size: host.length, taskSize: host.length,
+      maxRunners: 0, writePiece: 0, host, hostOffset: 0, hostStaging: false,
+    });
+    const rejection = await op.promise.then(() => undefined, (e: unknown) => e);
+    assert.ok(rejection !== undefined, 'the write was refused');
+    const record = Object.fromEntries(Object.entries(rejection as object).filter(([k]) => k !== 'stack'));
+    assert.equal((record as { code?: string }).code, 'EBADF', JSON.stringify(record));
+    assertFields('rejection record', record, NATIVE_RESULT_FIELDS.errorRecord);
+  } finally {
+    fs.closeSync(fd);
+  }
+});
