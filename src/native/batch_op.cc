@@ -56,6 +56,8 @@ void BatchOp::Teardown() {
   drained_.wait(lock, [&] { return finished_; });
   keep.SuppressDestruct();
   progress.SuppressDestruct();
+  // Only the C++ handle: the promise itself cannot be settled in an environment going away.
+  delete deferred;
   deferred = nullptr;
   torn_ = true;
 }
@@ -249,10 +251,13 @@ void BatchOp::DeliverProgress(Napi::Env env) {
 void BatchOp::Settle(Napi::Env env) {
   if (!progress.IsEmpty()) DeliverProgress(env);
   if (!deferred) return;
+  // Owned here from now on, so that a throw from an environment going away still frees it.
+  std::unique_ptr<Napi::Promise::Deferred> settle(deferred);
+  deferred = nullptr;
   if (cancelled_) {
-    deferred->Reject(ToJs(env, ErrorRecord::Aborted()));
+    settle->Reject(ToJs(env, ErrorRecord::Aborted()));
   } else if (failed_) {
-    deferred->Reject(ToJs(env, error_));
+    settle->Reject(ToJs(env, error_));
   } else {
     Napi::Object result = Napi::Object::New(env);
     result.Set("preads", static_cast<double>(preads_.load()));
@@ -268,10 +273,8 @@ void BatchOp::Settle(Napi::Env env) {
       errors.Set(static_cast<uint32_t>(i), e);
     }
     result.Set("readErrors", errors);
-    deferred->Resolve(result);
+    settle->Resolve(result);
   }
-  delete deferred;
-  deferred = nullptr;
   keep.Reset();
   progress.Reset();
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <memory>
 
 #include "device.h"
 #include "instance.h"
@@ -226,10 +227,13 @@ ErrorRecord Operation::CopyTask(uint64_t begin, uint64_t length) {
 void Operation::Settle(Napi::Env env) {
   if (!progress.IsEmpty()) DeliverProgress(env);
   if (!deferred) return;
+  // Owned here from now on, so that a throw from an environment going away still frees it.
+  std::unique_ptr<Napi::Promise::Deferred> settle(deferred);
+  deferred = nullptr;
   if (cancelled_) {
-    deferred->Reject(ToJs(env, ErrorRecord::Aborted()));
+    settle->Reject(ToJs(env, ErrorRecord::Aborted()));
   } else if (failed_) {
-    deferred->Reject(ToJs(env, error_));
+    settle->Reject(ToJs(env, error_));
   } else {
     uint64_t bytes = spec_.size;
     uint64_t eof = eofAt_.load();
@@ -260,10 +264,8 @@ void Operation::Settle(Napi::Env env) {
       f.Set("record", ToJs(env, ErrorRecord::Os(directFallbackErrno_.load(), spec_.write ? "pwrite" : "pread")));
       result.Set("directFallback", f);
     }
-    deferred->Resolve(result);
+    settle->Resolve(result);
   }
-  delete deferred;
-  deferred = nullptr;
   keepAlive.Reset();
   progress.Reset();
 }
