@@ -3,19 +3,11 @@
  * `npm run test:gpu` (PENSTOCK_REQUIRE_GPU=1) makes that a failure instead.
  */
 import assert from 'node:assert/strict';
-import { describe, test, type TestContext } from 'node:test';
-import { DeviceBuffer, hasGpu, open, readBatch, runtimeInfo } from '../../src/index.js';
+import { describe, test } from 'node:test';
+import { DeviceBuffer, open, readBatch } from '../../src/index.js';
 import { makeFile } from '../helpers.js';
+import { gpuOrSkip } from './guard.js';
 
-const required = process.env.PENSTOCK_REQUIRE_GPU === '1';
-const why = hasGpu() ? undefined : `no usable GPU (${runtimeInfo().cuda.error ?? runtimeInfo().cuda.initError?.code ?? 'no device'})`;
-
-function gpuOrSkip(t: TestContext): boolean {
-  if (!why) return true;
-  if (required) assert.fail(`GPU required but ${why}`);
-  t.skip(why);
-  return false;
-}
 
 describe('GPU batches', () => {
   test('10 000 random ranges of 4 KiB into one buffer, byte-exact, few copies', async (t) => {

@@ -7,21 +7,12 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
-import { describe, test, type TestContext } from 'node:test';
-import { hasGpu, runtimeInfo } from '../../src/index.js';
+import { describe, test } from 'node:test';
 import type { DoctorReport } from '../../src/doctor/index.js';
 import { makeFile, repoRoot } from '../helpers.js';
+import { gpuOrSkip } from './guard.js';
 
 const MAIN = path.join(repoRoot, 'dist/src/cli/main.js');
-const required = process.env.PENSTOCK_REQUIRE_GPU === '1';
-const why = hasGpu() ? undefined : `no usable GPU (${runtimeInfo().cuda.error ?? runtimeInfo().cuda.initError?.code ?? 'no device'})`;
-
-function gpuOrSkip(t: TestContext): boolean {
-  if (!why) return true;
-  if (required) assert.fail(`GPU required but ${why}`);
-  t.skip(why);
-  return false;
-}
 
 function doctor(args: string[]) {
   const r = spawnSync(process.execPath, [MAIN, 'doctor', ...args], { encoding: 'utf8', timeout: 300_000 });

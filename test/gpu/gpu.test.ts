@@ -5,19 +5,11 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import { describe, test, type TestContext } from 'node:test';
-import { DeviceBuffer, PinnedBuffer, configure, getConfig, deviceCount, hasGpu, open, readFileToDevice, runtimeInfo, writeFile, ROUTES } from '../../src/index.js';
+import { describe, test } from 'node:test';
+import { DeviceBuffer, PinnedBuffer, configure, getConfig, deviceCount, open, readFileToDevice, runtimeInfo, writeFile, ROUTES } from '../../src/index.js';
 import { makeFile, newPath, pattern, sha256, tmpDir } from '../helpers.js';
+import { gpuOrSkip } from './guard.js';
 
-const required = process.env.PENSTOCK_REQUIRE_GPU === '1';
-const why = hasGpu() ? undefined : `no usable GPU (${runtimeInfo().cuda.error ?? runtimeInfo().cuda.initError?.code ?? 'no device'})`;
-
-function gpuOrSkip(t: TestContext): boolean {
-  if (!why) return true;
-  if (required) assert.fail(`GPU required but ${why}`);
-  t.skip(why);
-  return false;
-}
 
 /** A large file created fast: random 8 MiB blocks, each different. */
 function bigFile(size: number): { file: string; hash: string } {

@@ -11,23 +11,15 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
-import { DeviceBuffer, buildTensorManifest, exportDeviceBuffer, hasGpu, importDeviceBuffer, parseSize, runtimeInfo } from '../../src/index.js';
+import { DeviceBuffer, buildTensorManifest, exportDeviceBuffer, importDeviceBuffer, parseSize } from '../../src/index.js';
 import { loadCheckpoint, shapeFor, writeCheckpoint, type Checkpoint } from '../../bench/ipc-checkpoint.js';
 import { pattern, repoRoot, tmpDir } from '../helpers.js';
+import { gpuOrSkip } from './guard.js';
 
-const required = process.env.PENSTOCK_REQUIRE_GPU === '1';
-const why = hasGpu() ? undefined : `no usable GPU (${runtimeInfo().cuda.error ?? runtimeInfo().cuda.initError?.code ?? 'no device'})`;
 const python = process.env.PENSTOCK_PYTHON ?? 'python3';
 const script = path.join(repoRoot, 'examples/ipc_torch.py');
 const entry = path.join(repoRoot, 'dist/src/index.js');
 const sha = (b: Uint8Array) => crypto.createHash('sha256').update(b).digest('hex');
-
-function gpuOrSkip(t: TestContext): boolean {
-  if (!why) return true;
-  if (required) assert.fail(`GPU required but ${why}`);
-  t.skip(why);
-  return false;
-}
 
 /** Why `modules` cannot be imported by the Python interpreter, or undefined when they can. */
 function pythonMissing(modules: string[]): string | undefined {

@@ -7,19 +7,11 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import { describe, test, type TestContext } from 'node:test';
-import { DeviceBuffer, hasGpu, openRemote, runtimeInfo } from '../../src/index.js';
+import { describe, test } from 'node:test';
+import { DeviceBuffer, openRemote } from '../../src/index.js';
 import { RangeServer } from '../remote-range-server.js';
+import { gpuOrSkip } from './guard.js';
 
-const required = process.env.PENSTOCK_REQUIRE_GPU === '1';
-const why = hasGpu() ? undefined : `no usable GPU (${runtimeInfo().cuda.error ?? runtimeInfo().cuda.initError?.code ?? 'no device'})`;
-
-function gpuOrSkip(t: TestContext): boolean {
-  if (!why) return true;
-  if (required) assert.fail(`GPU required but ${why}`);
-  t.skip(why);
-  return false;
-}
 
 describe('GPU: remote reads', () => {
   test('a checkpoint from the loopback range server into GPU memory matches the file', async (t) => {
