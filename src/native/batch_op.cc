@@ -251,14 +251,7 @@ void BatchOp::DeliverProgress(Napi::Env env) {
 void BatchOp::Settle(Napi::Env env) {
   if (!progress.IsEmpty()) DeliverProgress(env);
   if (!deferred) return;
-  // Owned here from now on, so that a throw from an environment going away still frees it.
-  std::unique_ptr<Napi::Promise::Deferred> settle(deferred);
-  deferred = nullptr;
-  if (cancelled_) {
-    settle->Reject(ToJs(env, ErrorRecord::Aborted()));
-  } else if (failed_) {
-    settle->Reject(ToJs(env, error_));
-  } else {
+  SettlePromise(env, deferred, cancelled_, failed_, error_, [&] {
     Napi::Object result = Napi::Object::New(env);
     result.Set("preads", static_cast<double>(preads_.load()));
     result.Set("copies", static_cast<double>(copies_.load()));
@@ -273,8 +266,8 @@ void BatchOp::Settle(Napi::Env env) {
       errors.Set(static_cast<uint32_t>(i), e);
     }
     result.Set("readErrors", errors);
-    settle->Resolve(result);
-  }
+    return result;
+  });
   keep.Reset();
   progress.Reset();
 }

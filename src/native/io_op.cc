@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <memory>
 
 #include "device.h"
 #include "instance.h"
@@ -227,14 +226,7 @@ ErrorRecord Operation::CopyTask(uint64_t begin, uint64_t length) {
 void Operation::Settle(Napi::Env env) {
   if (!progress.IsEmpty()) DeliverProgress(env);
   if (!deferred) return;
-  // Owned here from now on, so that a throw from an environment going away still frees it.
-  std::unique_ptr<Napi::Promise::Deferred> settle(deferred);
-  deferred = nullptr;
-  if (cancelled_) {
-    settle->Reject(ToJs(env, ErrorRecord::Aborted()));
-  } else if (failed_) {
-    settle->Reject(ToJs(env, error_));
-  } else {
+  SettlePromise(env, deferred, cancelled_, failed_, error_, [&] {
     uint64_t bytes = spec_.size;
     uint64_t eof = eofAt_.load();
     bool hitEof = eof != UINT64_MAX;
@@ -264,8 +256,8 @@ void Operation::Settle(Napi::Env env) {
       f.Set("record", ToJs(env, ErrorRecord::Os(directFallbackErrno_.load(), spec_.write ? "pwrite" : "pread")));
       result.Set("directFallback", f);
     }
-    settle->Resolve(result);
-  }
+    return result;
+  });
   keepAlive.Reset();
   progress.Reset();
 }
