@@ -135,7 +135,7 @@ interface NativeSpecBase {
   fileOffset: number;
   size: number;
   taskSize: number;
-  /** Buffered writes through cache-sized scratch: host writes of 1 MiB+ tasks in pieces of this size, staged writes piece by piece (0: none). */
+  /** Buffered writes through cache-sized scratch: host writes in pieces of this size, staged writes piece by piece (0: none). */
   writePiece: number;
   /** At most this many tasks in flight (0: one per pool thread). */
   maxRunners: number;
@@ -148,14 +148,18 @@ export interface NativeHostSpec extends NativeSpecBase {
   host: ArrayBufferView | ArrayBuffer;
   /** Byte offset inside `host`. */
   hostOffset: number;
-  /** Host reads of 1 MiB+ tasks through cache-sized scratch and streaming stores. */
-  hostStaging: boolean;
+  /** Host reads through cache-sized scratch and streaming stores, in pieces of this size (0: straight into the target). */
+  hostStagePiece: number;
+  /** Reads and writes through O_DIRECT: bytes per piece of aligned scratch (positive when `directFd` is open). */
+  directPiece: number;
 }
 
 export interface NativeStagedSpec extends NativeSpecBase {
   route: 'posix-device';
   devicePtr: bigint;
   device: number;
+  /** Bytes per copy through a bounce half (a positive multiple of 4096; at most a half is used). */
+  stagePiece: number;
   /** Staged device reads: workers that carry pieces from the range's end by registering page-cache pages (0: none). */
   mappedRunners: number;
   /** Bytes per mapped piece. */
@@ -219,13 +223,14 @@ export interface NativeIpcPointerFacts {
 }
 
 export interface NativeAddon {
-  setThreads(n: number): void;
+  /** Sizes the pool; an idle worker watches the queue `spinNs` before sleeping, at most `spinners` at once. */
+  setThreads(n: number, spinNs: number, spinners: number): void;
   poolInfo(): { threads: number };
   cudaLoad(path: string): CudaStatus;
   cudaStatus(): CudaStatus;
   deviceInfo(ordinal: number): NativeDeviceInfo;
   /** Retains the primary context and allocates bounce buffers for the current pool size. */
-  devicePrepare(ordinal: number, bounceBytes: number, numaNode: number): void;
+  devicePrepare(ordinal: number, bounceBytes: number, numaNode: number, inlineBytes: number): void;
   deviceAlloc(ordinal: number, size: number): bigint;
   deviceFree(ordinal: number, ptr: bigint): void;
   /** Owning device, base and size of a device allocation, or throws for a non-device pointer. */
@@ -267,6 +272,12 @@ export interface NativeAddon {
   submitBatch(spec: object): { promise: Promise<unknown>; cancel(): void };
   /** One preadv2(RWF_NOWAIT) on the calling thread into `view` at `viewOffset`: bytes read, or -errno. */
   readCached(fd: number, view: ArrayBuffer | SharedArrayBuffer | ArrayBufferView, viewOffset: number, size: number, fileOffset: number): number;
+  /**
+   * Reads `size` bytes from the page cache into the device's inline staging and copies them to
+   * `devicePtr`, on the calling thread: `size` once the bytes are on the GPU, else -errno or a
+   * short count (nothing copied); -EBUSY while another thread uses the staging.
+   */
+  readCachedToDevice(fd: number, device: number, devicePtr: bigint, size: number, fileOffset: number): number;
 }
 
 /** The package root: dist/src/binding.js lives two levels below it. */
@@ -302,7 +313,7 @@ export const NATIVE_FUNCTIONS = [
   'pointerInfo', 'memGetInfo', 'copyHostToDevice', 'copyDeviceToHost', 'pinnedAlloc', 'pinnedFree', 'pinnedBytes',
   'cufileLoad', 'cufileStatus', 'cufileDriverOpen', 'cufileRegister', 'cufileDeregister', 'cufileStats', 'submit',
   'inflight', 'residency', 'dropCache', 'ipcStatus', 'ipcProcessId', 'ipcPointerFacts', 'ipcGetMemHandle',
-  'ipcOpenMemHandle', 'ipcCloseMemHandle', 'deviceByPciBusId', 'submitBatch', 'readCached',
+  'ipcOpenMemHandle', 'ipcCloseMemHandle', 'deviceByPciBusId', 'submitBatch', 'readCached', 'readCachedToDevice',
 ] as const;
 
 // Fails to compile when NativeAddon and NATIVE_FUNCTIONS differ by a name either way.

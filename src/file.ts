@@ -12,10 +12,12 @@ import { hostRegion, type HostMemory } from './host-memory.js';
 import { Lifetime } from './lifetime.js';
 import { progressOf, transferOptions, type ValidOptions } from './transfer-options.js';
 import { FileRouting, type FileRoute, type RouteReason } from './routing.js';
-import { anyDevicePrepared, cufileEvidence, currentSettings, ensurePool, prepareDevice } from './runtime.js';
+import { anyDevicePrepared, bounceBytes, cufileEvidence, currentSettings, cudaStatus, ensurePool, prepareDevice } from './runtime.js';
 import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
-import { readCached } from './inline-read.js';
-import { planRead, planWrite, readsInline, taskSizeFor } from './transfer-plan.js';
+import { readCached, readCachedToDevice } from './inline-read.js';
+import {
+  DIRECT_PIECE, hostStagePiece, planRead, planWrite, readsInline, readsInlineToDevice, stagePiece, taskSizeFor,
+} from './transfer-plan.js';
 import { checkLength, checkRange, describe } from './validate.js';
 
 const openAsync = promisify(fs.open);
@@ -241,7 +243,7 @@ export class PenstockFile {
     const s = currentSettings();
     // Decided once the size is known to be valid.
     const plan = (size: number, intoDevice: boolean) =>
-      write ? { direct: s.directIoWrite } : planRead(s, this.#fd, fileOffset, size, intoDevice, this.#mappedRefused !== undefined);
+      write ? { direct: s.directIoWrite } : planRead(s, this.#fd, fileOffset, size, intoDevice, this.#mappedRefused !== undefined || (intoDevice && cudaStatus().hostRegister !== true));
     const base = { write, fd: this.#fd, fileOffset, maxRunners: 0, writePiece: 0 };
 
     if (memory instanceof DeviceBuffer) {
@@ -263,12 +265,26 @@ export class PenstockFile {
         };
       } else {
         prepareDevice(device);
+        if (!write && !this.#inlineUnsupported && readsInlineToDevice(s, size, () => native().inflight())) {
+          let r: ReturnType<typeof readCachedToDevice>;
+          try {
+            r = readCachedToDevice(this.#fd, device, memory.ptr + BigInt(memOffset), size, fileOffset);
+          } catch (err) {
+            const rec = recordOf('posix-device', device, undefined, true, false);
+            this.#stats.record(rec);
+            globalStats.record(rec);
+            throw fromNative(err, this.path);
+          }
+          if (r === 'unsupported') this.#inlineUnsupported = true;
+          else if (r !== 'pool') return this.#inlineDone('posix-device', device, r.bytes, r.ns, onProgress);
+        }
         const p = plan(size, true);
         const directFd = p.direct ? await this.#direct() : -1;
+        const shape = write ? planWrite(s, directFd >= 0, size) : { taskSize: taskSizeFor(s, size) };
         spec = {
-          ...base, route: 'posix-device', directFd, size, taskSize: taskSizeFor(s, size), devicePtr: memory.ptr + BigInt(memOffset), device,
+          ...base, route: 'posix-device', directFd, size, devicePtr: memory.ptr + BigInt(memOffset), device,
           mappedRunners: p.mapped?.runners ?? 0, mappedPiece: p.mapped?.piece ?? 0,
-          ...(write ? planWrite(s, directFd >= 0, size) : {}),
+          ...shape, stagePiece: stagePiece(shape.taskSize, bounceBytes() / 2, directFd >= 0),
         };
       }
       if (onProgress) spec.progress = progressOf(onProgress);
@@ -290,13 +306,14 @@ export class PenstockFile {
     if (!write && !this.#inlineUnsupported && readsInline(s, size)) {
       const r = readCached(this.#fd, host, memOffset, size, fileOffset);
       if (r === 'unsupported') this.#inlineUnsupported = true;
-      else if (r !== 'pool') return this.#inlineDone(r.bytes, r.ns, onProgress);
+      else if (r !== 'pool') return this.#inlineDone('posix-host', undefined, r.bytes, r.ns, onProgress);
     }
     const directFd = plan(size, false).direct ? await this.#direct() : -1;
     ensurePool();
     const spec: NativeOpSpec = {
       ...base, route: 'posix-host', directFd, size, taskSize: taskSizeFor(s, size),
-      host: host.view, hostOffset: host.offset + memOffset, hostStaging: s.hostStaging,
+      host: host.view, hostOffset: host.offset + memOffset,
+      hostStagePiece: write ? 0 : hostStagePiece(s, size), directPiece: directFd >= 0 ? DIRECT_PIECE : 0,
       ...(write ? planWrite(s, directFd >= 0, size) : {}),
     };
     if (onProgress) spec.progress = progressOf(onProgress);
@@ -305,8 +322,8 @@ export class PenstockFile {
   }
 
   /** Records a read done on the calling thread (inline-read.ts) and settles it as the pool would. */
-  #inlineDone(bytes: number, ns: number, onProgress: ((n: number) => void) | undefined): Promise<OpRecord> {
-    const rec = recordOf('posix-host', undefined, { bytes, tasks: 1, busyNs: ns, ioNs: ns, waitNs: 0, peakTasks: 1, eof: false }, false, false);
+  #inlineDone(route: 'posix-host' | 'posix-device', device: number | undefined, bytes: number, ns: number, onProgress: ((n: number) => void) | undefined): Promise<OpRecord> {
+    const rec = recordOf(route, device, { bytes, tasks: 1, busyNs: ns, ioNs: ns, waitNs: 0, peakTasks: 1, eof: false }, false, false);
     rec.inline = true;
     this.#stats.record(rec);
     globalStats.record(rec);

@@ -31,3 +31,15 @@ export function readCached(fd: number, host: HostRegion, offset: number, size: n
   if (r < 0 && UNSUPPORTED.has(-r)) return 'unsupported';
   return 'pool';
 }
+
+/**
+ * Reads `size` bytes at `fileOffset` into GPU memory at `devicePtr` on the calling thread, if
+ * the page cache has them all: through the device's inline staging, the copy waited for here.
+ */
+export function readCachedToDevice(fd: number, device: number, devicePtr: bigint, size: number, fileOffset: number): CachedRead {
+  const t0 = performance.now();
+  const r = native().readCachedToDevice(fd, device, devicePtr, size, fileOffset);
+  if (r === size) return { bytes: r, ns: Math.round((performance.now() - t0) * 1e6) };
+  if (r < 0 && UNSUPPORTED.has(-r)) return 'unsupported';
+  return 'pool';
+}

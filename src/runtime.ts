@@ -4,11 +4,13 @@
  * here in TypeScript; native code only does what it is told.
  */
 import fs from 'node:fs';
+import os from 'node:os';
 import { native, type CudaStatus, type CuFileStatus, type CuFileGpuCounters, type NativeDeviceInfo } from './binding.js';
 import { defaults, fromEnvironment, validate, type Settings } from './config.js';
 import { fromNative, usage, PenstockError } from './errors.js';
 import type { CuFileEvidence } from './stats.js';
 import { cudaProblem, cufileUnavailableReason } from './reasons.js';
+import { INLINE_DEVICE_READ_MAX, POOL_SPIN_NS, poolSpinners } from './transfer-plan.js';
 
 let settings: Settings | undefined;
 let poolThreads = 0;
@@ -42,7 +44,7 @@ export function configure(changes: Partial<Settings>): Readonly<Settings> {
 export function ensurePool(): void {
   const want = currentSettings().threads;
   if (poolThreads !== want) {
-    native().setThreads(want);
+    native().setThreads(want, POOL_SPIN_NS, poolSpinners(want, os.availableParallelism()));
     poolThreads = want;
   }
 }
@@ -118,7 +120,7 @@ export function prepareDevice(ordinal: number): void {
   const key = `${poolThreads}/${bounce}`;
   if (prepared.get(ordinal) === key) return;
   checkDevice(ordinal);
-  call(() => native().devicePrepare(ordinal, bounce, gpuNumaNode(ordinal)));
+  call(() => native().devicePrepare(ordinal, bounce, gpuNumaNode(ordinal), INLINE_DEVICE_READ_MAX));
   prepared.set(ordinal, key);
   // cuFile's driver open costs a few hundred milliseconds: pay it with the device's setup,
   // not inside somebody's first read.

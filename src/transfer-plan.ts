@@ -65,6 +65,74 @@ export function readsInline(s: Readonly<Settings>, size: number): boolean {
   return size > 0 && size <= INLINE_READ_MAX && s.directIoRead !== true;
 }
 
+/**
+ * Device reads up to this size are first tried on the calling thread: one pread from the page
+ * cache into the GPU's inline staging and one copy, waited for there. Up to here that costs less
+ * than the pool's hand-offs and the wake-up of the JS thread after them (bench section `latency`).
+ */
+export const INLINE_DEVICE_READ_MAX = 64 * KiB;
+
+/**
+ * Whether a device read of `size` bytes is first tried on the calling thread. Only while none of
+ * this thread's operations is in flight: the copy is waited for on the calling thread, and
+ * behind the pool's copies it could hold the event loop for as long as they take.
+ */
+export function readsInlineToDevice(s: Readonly<Settings>, size: number, inflight: () => number): boolean {
+  return size > 0 && size <= INLINE_DEVICE_READ_MAX && s.directIoRead !== true && inflight() === 0;
+}
+
+/**
+ * Host reads at least this large go through cache-sized scratch and streaming stores
+ * (hostStaging): they would push everything else out of the cache, and the scratch keeps them
+ * from it. Smaller ones read straight into the target, which is faster while it fits the cache
+ * (bench section `split`: 16 MiB read straight at 66 GB/s, through scratch at 39).
+ */
+export const HOST_STAGE_MIN = 64 * MiB;
+/** Bytes per piece of that scratch: a core's share of its cache. */
+export const HOST_STAGE_PIECE = 256 * KiB;
+/** Reads and writes through O_DIRECT move through aligned scratch in pieces of this size. */
+export const DIRECT_PIECE = 4 * MiB;
+
+/** Host reads of `size` bytes: bytes per piece through scratch, or 0 to read straight into the target. */
+export function hostStagePiece(s: Readonly<Settings>, size: number): number {
+  return s.hostStaging && size >= HOST_STAGE_MIN ? HOST_STAGE_PIECE : 0;
+}
+
+/**
+ * Staged transfers copy a task through its bounce half in about this many pieces, so the copy
+ * of one piece overlaps the pread (or pwrite) of the next even when an operation is one task a
+ * thread, and the last copies of an operation are small instead of one whole task each.
+ */
+export const STAGE_PIECES_PER_TASK = 4;
+/** Pieces no smaller than this: below it the cost of issuing a copy outweighs the overlap. */
+export const STAGE_PIECE_MIN = 64 * KiB;
+
+/**
+ * Bytes per copy of a staged transfer whose tasks are `taskSize` bytes, through bounce halves of
+ * `half` bytes. O_DIRECT keeps whole halves: the disk wants large requests more than the overlap.
+ */
+export function stagePiece(taskSize: number, half: number, direct: boolean): number {
+  const halfPages = Math.max(TASK_ALIGN, Math.floor(half / TASK_ALIGN) * TASK_ALIGN);
+  if (direct) return halfPages;
+  const quarter = Math.ceil(taskSize / STAGE_PIECES_PER_TASK / TASK_ALIGN) * TASK_ALIGN;
+  return Math.min(halfPages, Math.max(STAGE_PIECE_MIN, quarter));
+}
+
+/**
+ * An idle pool thread watches the queue this long before it sleeps: waking a sleeping thread
+ * (in a VM, an interrupt to a halted virtual CPU) costs more than a small read itself.
+ */
+export const POOL_SPIN_NS = 50_000;
+
+/**
+ * Pool threads that may watch the queue at once: a quarter of the cores, at most four, at least
+ * one. On a small machine every idle thread spinning would take the cores that the JS thread and
+ * the busy threads need.
+ */
+export function poolSpinners(threads: number, cores: number): number {
+  return Math.min(threads, Math.max(1, Math.min(4, Math.floor(cores / 4))));
+}
+
 /** Pages sampled by mincore for a residency estimate. */
 const SAMPLES = 64;
 
@@ -77,7 +145,8 @@ export interface ReadPlan {
 
 /**
  * Plans a read. Residency is sampled at most once, and only for reads large enough that either
- * decision depends on it.
+ * decision depends on it. `mappedOut`: the mapped route is out for this read (refused for the
+ * file before, or a driver without cuMemHostRegister).
  *
  * O_DIRECT under 'auto': large reads of ranges mostly not cached come from the disk either way,
  * and O_DIRECT reads them faster than the page cache's readahead (docs/performance.md) without
@@ -88,12 +157,12 @@ export interface ReadPlan {
  * needs the range's pages to exist (so not past the end of the file: pinning a page there
  * fails) and task boundaries on page boundaries (so no two pieces pin the same page).
  */
-export function planRead(s: Readonly<Settings>, fd: number, fileOffset: number, size: number, intoDevice: boolean, mappedRefused: boolean): ReadPlan {
+export function planRead(s: Readonly<Settings>, fd: number, fileOffset: number, size: number, intoDevice: boolean, mappedOut: boolean): ReadPlan {
   let cached: number | undefined;
   const residency = () => (cached ??= native().residency(fd, fileOffset, size, SAMPLES));
   const direct = s.directIoRead === 'auto' ? size >= AUTO_DIRECT_MIN && isCold(residency()) : s.directIoRead;
   const plan: ReadPlan = { direct };
-  if (!intoDevice || direct || mappedRefused || s.mappedReads === false) return plan;
+  if (!intoDevice || direct || mappedOut || s.mappedReads === false) return plan;
   if (fileOffset % 4096 !== 0 || size < 2 * s.taskSize) return plan;
   if (s.mappedReads === 'auto' && (s.threads > AUTO_MAPPED_MAX_THREADS || size < AUTO_MAPPED_MIN || residency() < 1)) return plan;
   let fileSize: number;
@@ -114,10 +183,11 @@ function isCold(cached: number): boolean {
 /**
  * Buffered writes under hostStaging: bytes per piece of cache-sized scratch that each writer
  * copies its bytes into before the pwrite (0: none). That copy pays off beside other writers,
- * which it overlaps; a single writer would only add it to the time (measured slower).
+ * which it overlaps; a single writer, or a write of one task, would only add it to the time
+ * (measured slower).
  */
-export function writeScratchPiece(s: Readonly<Settings>, runners: number): number {
-  return s.hostStaging && runners !== 1 ? WRITE_SCRATCH_PIECE : 0;
+export function writeScratchPiece(s: Readonly<Settings>, runners: number, tasks: number): number {
+  return s.hostStaging && runners !== 1 && tasks > 1 ? WRITE_SCRATCH_PIECE : 0;
 }
 
 /** Tasks of one write in flight at once; 0 means every thread. */
@@ -129,5 +199,6 @@ export function writeRunners(s: Readonly<Settings>, direct: boolean): number {
 /** The native knobs of a write of `size` bytes, once it is known whether O_DIRECT is really in use. */
 export function planWrite(s: Readonly<Settings>, direct: boolean, size: number): { maxRunners: number; writePiece: number; taskSize: number } {
   const maxRunners = writeRunners(s, direct);
-  return { maxRunners, writePiece: writeScratchPiece(s, maxRunners), taskSize: taskSizeFor(s, size, maxRunners || s.threads) };
+  const taskSize = taskSizeFor(s, size, maxRunners || s.threads);
+  return { maxRunners, writePiece: writeScratchPiece(s, maxRunners, Math.ceil(size / taskSize)), taskSize };
 }

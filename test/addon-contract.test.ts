@@ -42,7 +42,7 @@ test('status, device, pointer and IPC objects carry exactly their typed fields',
   const counters = addon.cufileStats();
   assert.ok(Array.isArray(counters) && counters.length > 0, 'level-3 statistics from the fake cuFile');
   for (const c of counters) assertFields('cufileStats[]', c, NATIVE_RESULT_FIELDS.cufileGpuCounters);
-  addon.setThreads(2);
+  addon.setThreads(2, 0, 0);
   assertFields('poolInfo', addon.poolInfo(), NATIVE_RESULT_FIELDS.poolInfo);
   assertFields('deviceInfo', addon.deviceInfo(0), NATIVE_RESULT_FIELDS.deviceInfo);
   assertFields('memGetInfo', addon.memGetInfo(0), NATIVE_RESULT_FIELDS.memGetInfo);
@@ -65,7 +65,7 @@ test('an operation and its result carry exactly their typed fields', async () =>
     const host = new Uint8Array(data.length);
     const op = addon.submit({
       route: 'posix-host', write: false, fd, directFd: -1, fileOffset: 0, size: data.length, taskSize: 1 << 14,
-      maxRunners: 0, writePiece: 0, host, hostOffset: 0, hostStaging: false,
+      maxRunners: 0, writePiece: 0, host, hostOffset: 0, hostStagePiece: 0, directPiece: 0,
     });
     assertFields('submit()', op, NATIVE_RESULT_FIELDS.op);
     const result = await op.promise;
@@ -88,7 +88,7 @@ test('a failed operation rejects with an error whose record fields are typed', a
     // A write through a read-only descriptor: pwrite fails with EBADF.
     const op = addon.submit({
       route: 'posix-host', write: true, fd, directFd: -1, fileOffset: 0, size: host.length, taskSize: host.length,
-      maxRunners: 0, writePiece: 0, host, hostOffset: 0, hostStaging: false,
+      maxRunners: 0, writePiece: 0, host, hostOffset: 0, hostStagePiece: 0, directPiece: 0,
     });
     const rejection = await op.promise.then(() => undefined, (e: unknown) => e);
     assert.ok(rejection !== undefined, 'the write was refused');

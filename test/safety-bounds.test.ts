@@ -90,7 +90,7 @@ describe('bounds come from the engine, not from properties', () => {
     try {
       const spec = {
         write: false, route: 'posix-host', fd, directFd: -1, fileOffset: 0, size: 16, taskSize: 4096,
-        maxRunners: 0, writePiece: 0, host: new Uint8Array(16), hostOffset: 0, hostStaging: false,
+        maxRunners: 0, writePiece: 0, host: new Uint8Array(16), hostOffset: 0, hostStagePiece: 0, directPiece: 0,
       } as const;
       const code = (f: () => unknown) => {
         try {
@@ -105,10 +105,19 @@ describe('bounds come from the engine, not from properties', () => {
       assert.equal(code(() => native().submit({ ...spec, hostOffset: -1 })), 'ERR_PENSTOCK_INVALID_ARGUMENT');
       assert.equal(code(() => native().submit({ ...spec, size: 2 ** 64 })), 'ERR_PENSTOCK_INVALID_ARGUMENT');
       assert.equal(code(() => native().submit({ ...spec, extra: 1 } as never)), 'ERR_PENSTOCK_INVALID_ARGUMENT');
-      const { hostStaging: _, ...missing } = spec;
+      const { hostStagePiece: _, ...missing } = spec;
       assert.equal(code(() => native().submit(missing as never)), 'ERR_PENSTOCK_INVALID_ARGUMENT');
+      // A plan that opens O_DIRECT must size its pieces: native code assumes none.
+      const direct = fs.openSync(file, 'r');
+      try {
+        assert.equal(code(() => native().submit({ ...spec, directFd: direct })), 'ERR_PENSTOCK_INVALID_ARGUMENT');
+      } finally {
+        fs.closeSync(direct);
+      }
       assert.equal(code(() => native().residency(fd, -1, 10, 4)), 'ERR_PENSTOCK_INVALID_ARGUMENT');
-      assert.equal(code(() => native().setThreads(0.5)), 'ERR_PENSTOCK_INVALID_ARGUMENT');
+      assert.equal(code(() => native().setThreads(0.5, 0, 0)), 'ERR_PENSTOCK_INVALID_ARGUMENT');
+      assert.equal(code(() => native().setThreads(2, -1, 0)), 'ERR_PENSTOCK_INVALID_ARGUMENT');
+      assert.equal(code(() => (native().setThreads as (n: number) => void)(2)), 'ERR_PENSTOCK_INVALID_ARGUMENT');
       assert.equal(code(() => native().deviceFree(0, 5 as never)), 'ERR_PENSTOCK_INVALID_ARGUMENT');
       assert.equal(code(() => native().pinnedAlloc(-1)), 'ERR_PENSTOCK_INVALID_ARGUMENT');
       const ok = native().submit(spec);

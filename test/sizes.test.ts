@@ -7,7 +7,10 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { configure, getConfig, open } from '../src/index.js';
 import { defaults } from '../src/config.js';
-import { INLINE_READ_MAX, planWrite, TASK_FLOOR, taskSizeFor } from '../src/transfer-plan.js';
+import {
+  DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, INLINE_READ_MAX, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
+  taskSizeFor, hostStagePiece,
+} from '../src/transfer-plan.js';
 import { makeFile } from './helpers.js';
 
 const initial = getConfig();
@@ -36,6 +39,39 @@ describe('task sizes', () => {
     assert.equal(w.maxRunners, 4);
     assert.equal(w.taskSize, 4 * MiB);
     assert.equal(planWrite(s(16), true, 16 * MiB).taskSize, 1 * MiB, 'O_DIRECT writes use every thread');
+  });
+
+  test('staged pieces: a quarter of a task, page multiples, between the floor and a bounce half; O_DIRECT a whole half', () => {
+    assert.equal(stagePiece(4 * MiB, 4 * MiB, false), 1 * MiB);
+    assert.equal(stagePiece(1 * MiB, 4 * MiB, false), 256 * KiB);
+    assert.equal(stagePiece(TASK_FLOOR, 4 * MiB, false), STAGE_PIECE_MIN);
+    assert.equal(stagePiece(64 * MiB, 4 * MiB, false), 4 * MiB, 'never past a half');
+    assert.equal(stagePiece(4 * MiB, 4 * MiB, true), 4 * MiB);
+    assert.equal(stagePiece(4 * MiB, 1000, false), 4096, 'at least a page');
+    for (const t of [777 * KiB, 3 * MiB + 4096, 5 * MiB]) assert.equal(stagePiece(t, 8 * MiB, false) % 4096, 0, `${t}`);
+  });
+
+  test('host reads go through scratch only from HOST_STAGE_MIN up, and only under hostStaging', () => {
+    const on = { ...defaults(), hostStaging: true };
+    assert.equal(hostStagePiece(on, 16 * MiB), 0);
+    assert.equal(hostStagePiece(on, HOST_STAGE_MIN - 1), 0);
+    assert.equal(hostStagePiece(on, HOST_STAGE_MIN), HOST_STAGE_PIECE);
+    assert.equal(hostStagePiece({ ...on, hostStaging: false }, 1 << 30), 0);
+    assert.ok(DIRECT_PIECE % 4096 === 0 && DIRECT_PIECE > 0);
+  });
+
+  test('write scratch only beside other writers: not for one runner, not for a one-task write', () => {
+    assert.ok(planWrite(s(16), false, 16 * MiB).writePiece > 0);
+    assert.equal(planWrite(s(16), false, TASK_FLOOR).writePiece, 0, 'one task');
+    assert.equal(planWrite({ ...s(16), writeThreads: 1 }, false, 16 * MiB).writePiece, 0, 'one writer');
+    assert.equal(planWrite({ ...s(16), hostStaging: false }, false, 16 * MiB).writePiece, 0);
+  });
+
+  test('pool threads that watch the queue: a quarter of the cores, 1 to 4, never more than the threads', () => {
+    assert.equal(poolSpinners(16, 16), 4);
+    assert.equal(poolSpinners(16, 2), 1);
+    assert.equal(poolSpinners(2, 64), 2);
+    assert.equal(poolSpinners(16, 128), 4);
   });
 
   test('a 16 MiB read with 16 threads is 16 tasks, byte-exact', async () => {

@@ -184,6 +184,40 @@ ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNo
   return {};
 }
 
+ErrorRecord PrepareInline(int ordinal, size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_devices.find(ordinal);
+  if (it == g_devices.end() || !it->second.prepared)
+    return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared");
+  DeviceState& d = it->second;
+  InlineStaging& in = d.inlineStaging;
+  std::lock_guard<std::mutex> use(in.mutex);
+  if (bytes <= in.bytes) return {};
+  ContextGuard guard(d.ctx);
+  if (!in.stream) {
+    ErrorRecord e = PENSTOCK_CUDA(StreamCreate, &in.stream, CU_STREAM_NON_BLOCKING);
+    if (!e.ok()) {
+      in.stream = nullptr;
+      return e;
+    }
+  }
+  void* p = nullptr;
+  ErrorRecord e;
+  {
+    NumaPreference numa(d.numaNode);
+    e = PENSTOCK_CUDA(MemHostAlloc, &p, bytes, CU_MEMHOSTALLOC_PORTABLE);
+  }
+  if (!e.ok()) return e;  // the old buffer stays
+  if (in.buffer) {
+    Cuda().MemFreeHost(in.buffer);
+    AddPinnedBytes(-static_cast<long long>(in.bytes));
+  }
+  AddPinnedBytes(static_cast<long long>(bytes));
+  in.buffer = static_cast<char*>(p);
+  in.bytes = bytes;
+  return {};
+}
+
 ErrorRecord GrowPreparedDevices(int workers) {
   std::lock_guard<std::mutex> lock(g_mutex);
   for (auto& [ordinal, d] : g_devices) {

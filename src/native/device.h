@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <atomic>
+#include <mutex>
 
 #include "cuda_api.h"
 #include "errors.h"
@@ -24,6 +25,15 @@ struct WorkerSlot {
 // The most pool workers (the settings allow no more).
 constexpr int kMaxWorkers = 1024;
 
+// Small reads on a JS thread into this GPU (inline_read.cc): a pinned buffer and a stream of
+// their own, so they never queue behind the pool's copies. One thread uses them at a time.
+struct InlineStaging {
+  std::mutex mutex;
+  char* buffer = nullptr;
+  size_t bytes = 0;
+  CUstream stream = nullptr;
+};
+
 // Slots are published one by one and never move or go away (workers keep pointers to them), so
 // a worker reads its slot without a lock while another thread grows the set for a larger pool.
 struct DeviceState {
@@ -33,6 +43,7 @@ struct DeviceState {
   std::atomic<int> slotCount{0};
   size_t half = 0;
   int numaNode = -1;
+  InlineStaging inlineStaging;
   // The calling worker's slot, or null where it has none (never for a prepared pool's worker).
   WorkerSlot* Slot(int worker) const;
 };
@@ -61,6 +72,8 @@ ErrorRecord RetainContext(int ordinal, CUcontext* out);
 // before the old ones go, so a failure leaves the device as it was. It is refused with
 // ERR_PENSTOCK_BUSY while operations of any environment are in flight.
 ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNode);
+// Gives a prepared device inline staging of at least `bytes` (0: none needed).
+ErrorRecord PrepareInline(int ordinal, size_t bytes);
 // Gives every prepared device a slot for each of `workers` workers (before the pool grows).
 ErrorRecord GrowPreparedDevices(int workers);
 DeviceState* PreparedDevice(int ordinal);

@@ -1,17 +1,31 @@
 // A small read done on the calling thread when the page cache holds it: one preadv2 with
-// RWF_NOWAIT, which never waits for the disk (it fails with EAGAIN instead). TypeScript decides
-// when to try it and falls back to the pool when it does not move every byte.
+// RWF_NOWAIT, which never waits for the disk (it fails with EAGAIN instead), and for a GPU target
+// one copy from the device's inline staging. TypeScript decides when to try it and falls back to
+// the pool when it does not move every byte.
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
 
+#include "args.h"
+#include "device.h"
+#include "errors.h"
 #include "host_view.h"
 #include "inline_read.h"
 
 namespace penstock {
 
 namespace {
+
+ssize_t PreadNoWait(int fd, char* data, uint64_t size, uint64_t fileOffset) {
+  struct iovec iov = {data, static_cast<size_t>(size)};
+  ssize_t r;
+  do {
+    r = preadv2(fd, &iov, 1, static_cast<off_t>(fileOffset), RWF_NOWAIT);
+  } while (r < 0 && errno == EINTR);
+  return r < 0 ? -errno : r;
+}
+
 
 // readCached(fd, view, viewOffset, size, fileOffset): bytes read (possibly short), or -errno.
 // Holds no lock and allocates nothing, so it costs one system call and the copy.
@@ -24,18 +38,41 @@ Napi::Value ReadCached(const Napi::CallbackInfo& info) {
   uint64_t size = ReadCount(info[3], "size");
   uint64_t fileOffset = ReadCount(info[4], "fileOffset");
   if (at > view.length || size > view.length - at) ThrowBadArgument(env, "the range lies outside the view");
-  struct iovec iov = {view.data + at, static_cast<size_t>(size)};
-  ssize_t r;
-  do {
-    r = preadv2(fd, &iov, 1, static_cast<off_t>(fileOffset), RWF_NOWAIT);
-  } while (r < 0 && errno == EINTR);
-  return Napi::Number::New(env, r < 0 ? -static_cast<double>(errno) : static_cast<double>(r));
+  return Napi::Number::New(env, static_cast<double>(PreadNoWait(fd, view.data + at, size, fileOffset)));
+}
+
+// readCachedToDevice(fd, device, devicePtr, size, fileOffset): `size` bytes (all of them), or
+// -errno, or a short count; only a full read is copied to the GPU. The copy runs on the inline
+// stream and is waited for here, so the bytes are on the GPU when this returns. Another thread
+// using the device's inline staging gives -EBUSY: the pool then takes the read.
+Napi::Value ReadCachedToDevice(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() != 5) ThrowBadArgument(env, "readCachedToDevice(fd, device, devicePtr, size, fileOffset)");
+  int fd = ArgInt(info[0], "fd", 0, INT32_MAX);
+  int device = ArgInt(info[1], "device", 0, kMaxWorkers);
+  CUdeviceptr dst = ArgPtr(info[2], "devicePtr");
+  uint64_t size = ReadCount(info[3], "size");
+  uint64_t fileOffset = ReadCount(info[4], "fileOffset");
+  DeviceState* d = PreparedDevice(device);
+  if (!d) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared"));
+  InlineStaging& in = d->inlineStaging;
+  std::unique_lock<std::mutex> use(in.mutex, std::try_to_lock);
+  if (!use.owns_lock()) return Napi::Number::New(env, -EBUSY);
+  if (size == 0 || size > in.bytes) ThrowBadArgument(env, "size must be between 1 and the device's inline staging");
+  ssize_t r = PreadNoWait(fd, in.buffer, size, fileOffset);
+  if (r != static_cast<ssize_t>(size)) return Napi::Number::New(env, static_cast<double>(r));
+  ContextGuard guard(d->ctx);
+  ErrorRecord e = PENSTOCK_CUDA(MemcpyHtoDAsync, dst, in.buffer, size, in.stream);
+  if (e.ok()) e = PENSTOCK_CUDA(StreamSynchronize, in.stream);
+  if (!e.ok()) ThrowRecord(env, e);
+  return Napi::Number::New(env, static_cast<double>(r));
 }
 
 }  // namespace
 
 void RegisterInlineRead(Napi::Env env, Napi::Object exports) {
   exports.Set("readCached", Napi::Function::New(env, ReadCached));
+  exports.Set("readCachedToDevice", Napi::Function::New(env, ReadCachedToDevice));
 }
 
 }  // namespace penstock

@@ -102,7 +102,10 @@ Napi::Object CuFileStatusJs(Napi::Env env) {
 
 Napi::Value SetThreads(const Napi::CallbackInfo& info) {
   int n = ArgInt(Arg(info, 0, "threads"), "threads", 1, kMaxWorkers);
+  uint64_t spinNs = ArgU64(Arg(info, 1, "spinNs"), "spinNs");
+  int spinners = ArgInt(Arg(info, 2, "spinners"), "spinners", 0, kMaxWorkers);
   std::lock_guard<std::mutex> lock(PoolMutex());
+  ThreadPool::Instance().SetSpin(spinNs, spinners);
   // Slots first: a new worker may pick up a staged task of another environment at once.
   ErrorRecord e = GrowPreparedDevices(n);
   if (!e.ok()) ThrowRecord(info.Env(), e);
@@ -228,9 +231,9 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
     ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "unknown route " + route));
   }
   std::initializer_list<const char*> host = {"write", "route", "fd", "directFd", "fileOffset", "size", "taskSize", "maxRunners",
-                                             "writePiece", "progress", "host", "hostOffset", "hostStaging"};
+                                             "writePiece", "progress", "host", "hostOffset", "hostStagePiece", "directPiece"};
   std::initializer_list<const char*> staged = {"write", "route", "fd", "directFd", "fileOffset", "size", "taskSize", "maxRunners",
-                                               "writePiece", "progress", "devicePtr", "device", "mappedRunners", "mappedPiece"};
+                                               "writePiece", "progress", "devicePtr", "device", "stagePiece", "mappedRunners", "mappedPiece"};
   std::initializer_list<const char*> cufile = {"write", "route", "fd", "directFd", "fileOffset", "size", "taskSize", "maxRunners",
                                                "writePiece", "progress", "devicePtr", "device", "cufileHandle", "cufileBase",
                                                "cufileBaseOffset"};
@@ -251,16 +254,26 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
     uint64_t offset = ArgU64(s.Require("hostOffset"), "hostOffset");
     CheckSpan(env, span, offset, spec.size, "host memory");
     spec.host = span.data + offset;
-    spec.hostStaging = ArgBool(s.Require("hostStaging"), "hostStaging");
+    spec.hostStagePiece = ArgU64(s.Require("hostStagePiece"), "hostStagePiece");
+    spec.directPiece = ArgU64(s.Require("directPiece"), "directPiece");
+    if (spec.directFd >= 0 && spec.directPiece == 0)
+      ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "O_DIRECT needs a positive directPiece"));
   } else {
     spec.dev = ArgPtr(s.Require("devicePtr"), "devicePtr");
     spec.device = ArgInt(s.Require("device"), "device", 0, kMaxPipes - 1);
   }
   if (spec.route == Route::PosixDevice) {
+    spec.stagePiece = ArgU64(s.Require("stagePiece"), "stagePiece");
+    if (spec.stagePiece == 0 || spec.stagePiece % kAlign)
+      ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "stagePiece must be a positive multiple of 4096"));
     spec.mappedRunners = ArgInt(s.Require("mappedRunners"), "mappedRunners", 0, kMaxWorkers);
     spec.mappedPiece = ArgU64(s.Require("mappedPiece"), "mappedPiece");
-    if (spec.mappedRunners && (spec.write || spec.mappedPiece == 0))
-      ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "mapped runners need a read and a positive mappedPiece"));
+    // Registration works on whole pages and neighbouring pieces must not share one: a mapped share
+    // needs a read with page-aligned tasks, and a driver that can register.
+    if (spec.mappedRunners && (spec.write || spec.mappedPiece == 0 || spec.fileOffset % kAlign || spec.taskSize % kAlign))
+      ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "mapped runners need a read with page-aligned fileOffset and taskSize and a positive mappedPiece"));
+    if (spec.mappedRunners && !(Cuda().MemHostRegister && Cuda().MemHostUnregister))
+      ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_MAPPED_UNAVAILABLE", "this CUDA driver has no cuMemHostRegister"));
     std::lock_guard<std::mutex> lock(PoolMutex());
     DeviceState* d = PreparedDevice(spec.device);
     if (!d) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared"));

@@ -54,15 +54,9 @@ void Operation::Start() {
   ThreadPool& pool = ThreadPool::Instance();
   uint64_t runners = std::min<uint64_t>(n, std::max(1, pool.Size()));
   if (spec_.maxRunners) runners = std::min<uint64_t>(runners, spec_.maxRunners);
-  // Mapped runners need page-aligned task boundaries in the file (registration works on whole
-  // pages, and neighbouring pieces must not share one).
+  // Submit checked that a mapped share is a staged read with page-aligned tasks.
   uint64_t mapped = 0;
-  bool canRegister = Cuda().MemHostRegister && Cuda().MemHostUnregister;
-  if (spec_.mappedRunners && !canRegister) {
-    mappedError_ = ErrorRecord::Misuse("ERR_PENSTOCK_MAPPED_UNAVAILABLE", "this CUDA driver has no cuMemHostRegister");
-    mappedFailed_ = true;
-  } else if (spec_.mappedRunners && spec_.route == Route::PosixDevice && !spec_.write &&
-             spec_.fileOffset % kAlign == 0 && task % kAlign == 0) {
+  if (spec_.mappedRunners) {
     ErrorRecord e = MapRange();
     if (e.ok()) {
       mapped = std::min<uint64_t>(spec_.mappedRunners, runners);

@@ -26,7 +26,7 @@ struct OpSpec {
   int directFd = -1;
   uint64_t fileOffset = 0;
   uint64_t size = 0;
-  uint64_t taskSize = 4 << 20;
+  uint64_t taskSize = 0;
   char* host = nullptr;  // host target or source, already offset
   CUdeviceptr dev = 0;   // device target or source, already offset
   int device = -1;
@@ -34,7 +34,14 @@ struct OpSpec {
   CUdeviceptr cufileBase = 0;
   uint64_t cufileBaseOffset = 0;
   bool wantProgress = false;
-  bool hostStaging = true;  // host reads through cache-sized scratch and streaming stores
+  // Every size below is planned in TypeScript (transfer-plan.ts); none has a value of its own here.
+  // Host reads through cache-sized scratch and streaming stores, in pieces of this size (0: read
+  // straight into the target).
+  uint64_t hostStagePiece = 0;
+  // Host reads and writes through O_DIRECT: bytes per piece of aligned scratch.
+  uint64_t directPiece = 0;
+  // Staged device reads and writes: bytes per copy through a bounce half (at most a half).
+  uint64_t stagePiece = 0;
   // Buffered writes through cache-sized scratch: host writes in pieces of this size, staged
   // writes piece by piece (0: straight from the source or the bounce buffer).
   uint64_t writePiece = 0;
@@ -45,7 +52,7 @@ struct OpSpec {
   // file's page-cache pages with CUDA and copying straight out of them (0: none), in pieces of
   // `mappedPiece` bytes. Both ends are claimed until they meet, so the split follows the speeds.
   uint32_t mappedRunners = 0;
-  uint64_t mappedPiece = 64 << 20;
+  uint64_t mappedPiece = 0;
 };
 
 class Instance;

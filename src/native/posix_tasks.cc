@@ -15,29 +15,16 @@
 
 namespace penstock {
 
-namespace {
-constexpr uint64_t kScratchPiece = 4 << 20;
-// Host reads of at least this much go through a cache-sized piece of scratch and a streaming
-// copy (see stream_copy.h); smaller ones read straight into the target, which is quicker there.
-constexpr uint64_t kStagePiece = 256 << 10;
-constexpr uint64_t kStageMin = 1 << 20;
-// A staged write task moves its bytes in at least four pieces, so the copy off the GPU of one
-// piece overlaps the pwrite of the one before, even when the whole write is a single task.
-constexpr uint64_t kWritePieceMin = 64 << 10;
-
-}  // namespace
-
 ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done) {
   int refused = 0;  // errno of an O_DIRECT refusal that buffered I/O covered
   uint64_t filePos = spec_.fileOffset + begin;
   char* mem = spec_.host + begin;
   if (spec_.directFd < 0) {
     if (spec_.write) {
-      // Large writes go through cache-sized scratch: the copy out of the source (from DRAM) then
-      // runs here, beside the other writers, and the kernel's copy into the page cache, which
-      // holds the file's inode lock and so runs one writer at a time, reads from the cache.
-      // Only beside other writers: alone, the extra copy would just add to the time.
-      uint64_t piece = spec_.writePiece && length >= kStageMin && tasks_ > 1 ? spec_.writePiece : length;
+      // Writes through cache-sized scratch (when planned): the copy out of the source (from DRAM)
+      // then runs here, beside the other writers, and the kernel's copy into the page cache,
+      // which holds the file's inode lock and so runs one writer at a time, reads from the cache.
+      uint64_t piece = spec_.writePiece ? spec_.writePiece : length;
       char* scratch = piece < length ? Scratch(piece) : nullptr;
       if (piece < length && !scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
       for (uint64_t pos = 0; pos < length && !cancelled_ && !failed_; pos += piece) {
@@ -59,11 +46,12 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
       return {};
     }
     int err = 0;
-    if (length >= kStageMin && spec_.hostStaging) {
-      char* scratch = Scratch(kScratchPiece + 2 * kAlign);
+    if (spec_.hostStagePiece) {
+      // Through cache-sized scratch and streaming stores (stream_copy.h), as planned.
+      char* scratch = Scratch(spec_.hostStagePiece);
       if (!scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
       for (uint64_t pos = 0; pos < length && !cancelled_ && !failed_;) {
-        uint64_t n = std::min(kStagePiece, length - pos);
+        uint64_t n = std::min(spec_.hostStagePiece, length - pos);
         ssize_t r;
         {
           StageTimer t(ioNs_);
@@ -92,10 +80,11 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
     if (static_cast<uint64_t>(r) < length) NoteEof(filePos + r);
     return {};
   }
-  char* scratch = Scratch(kScratchPiece + 2 * kAlign);
+  // O_DIRECT goes through aligned scratch: pieces of directPiece, widened to page boundaries.
+  char* scratch = Scratch(spec_.directPiece + 2 * kAlign);
   if (!scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
   for (uint64_t pos = 0; pos < length && !cancelled_ && !failed_;) {
-    uint64_t n = std::min(kScratchPiece, length - pos);
+    uint64_t n = std::min(spec_.directPiece, length - pos);
     uint64_t at = filePos + pos;
     if (spec_.write) {
       char* data = scratch + (at % kAlign);
@@ -149,8 +138,9 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
   WorkerSlot& s = *slot;
   const CudaApi& cu = Cuda();
   cu.CtxSetCurrent(d->ctx);
-  // The halves' slack holds the aligned span around a full piece read through O_DIRECT.
-  uint64_t pieceMax = s.half;
+  // Pieces as planned, never past a half (whose slack holds the aligned span around a full
+  // piece read through O_DIRECT): a copy starts as soon as its piece is read.
+  uint64_t pieceMax = std::min<uint64_t>(spec_.stagePiece, s.half);
   ErrorRecord err;
   bool recorded = false;
   for (uint64_t pos = begin; pos < begin + length;) {
@@ -170,19 +160,16 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
     {
       StageTimer t(ioNs_);
       e = ReadMaybeDirect(spec_.fd, spec_.directFd, buf, filePos, n, &data, &got, &refused);
-        if (refused) NoteDirectRefused(std::exchange(refused, 0));
+      if (refused) NoteDirectRefused(std::exchange(refused, 0));
     }
     if (e) {
       err = ErrorRecord::Os(e, "pread");
       break;
     }
     if (got > 0) {
-      CUresult r = cu.MemcpyHtoDAsync(spec_.dev + pos, data, got, s.stream);
-      if (r == CUDA_SUCCESS) r = cu.EventRecord(s.events[h], s.stream);
-      if (r != CUDA_SUCCESS) {
-        err = ErrorRecord::FromCuda(r, "cuMemcpyHtoDAsync");
-        break;
-      }
+      err = PENSTOCK_CUDA(MemcpyHtoDAsync, spec_.dev + pos, data, got, s.stream);
+      if (err.ok()) err = PENSTOCK_CUDA(EventRecord, s.events[h], s.stream);
+      if (!err.ok()) break;
       pipe.halfSeq[h] = ++pipe.seq;
       pipe.nextHalf = h ^ 1;
       recorded = true;
@@ -216,44 +203,37 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
   const CudaApi& cu = Cuda();
   cu.CtxSetCurrent(d->ctx);
   bool direct = spec_.directFd >= 0;
-  // O_DIRECT writes keep whole halves: the disk wants large requests more than the overlap.
-  uint64_t pieceMax = direct ? s.half : std::min<uint64_t>(s.half, std::max(kWritePieceMin, AlignUp((length + 3) / 4)));
+  // Pieces as planned (never past a half): the copy off the GPU of one piece overlaps the pwrite
+  // of the one before.
+  uint64_t pieceMax = std::min<uint64_t>(spec_.stagePiece, s.half);
   uint64_t pieces = (length + pieceMax - 1) / pieceMax;
   auto place = [&](uint64_t k) {  // where piece k's bytes sit in the bounce buffer
     uint64_t filePos = spec_.fileOffset + begin + k * pieceMax;
     return s.bounce + (k & 1) * s.stride + (direct ? filePos % kAlign : 0);
   };
-  auto issue = [&](uint64_t k) -> CUresult {
+  auto issue = [&](uint64_t k) -> ErrorRecord {
     uint64_t pos = begin + k * pieceMax;
     uint64_t n = std::min(pieceMax, begin + length - pos);
-    CUresult r = cu.MemcpyDtoHAsync(place(k), spec_.dev + pos, n, s.stream);
-    if (r == CUDA_SUCCESS) r = cu.EventRecord(s.events[k & 1], s.stream);
-    return r;
+    ErrorRecord e = PENSTOCK_CUDA(MemcpyDtoHAsync, place(k), spec_.dev + pos, n, s.stream);
+    if (e.ok()) e = PENSTOCK_CUDA(EventRecord, s.events[k & 1], s.stream);
+    return e;
   };
-  // As for host writes: a copy into cache-sized scratch, beside the other writers, lets the
-  // kernel's copy under the inode lock read from this core's cache instead of from wherever the
-  // GPU's copy left the bytes. Only beside other writers: alone, it would just add to the time.
-  bool useScratch = !direct && spec_.writePiece && tasks_ > 1;
+  // As for host writes, when planned: a copy into cache-sized scratch, beside the other writers,
+  // lets the kernel's copy under the inode lock read from this core's cache instead of from
+  // wherever the GPU's copy left the bytes.
+  bool useScratch = !direct && spec_.writePiece;
   char* scratch = useScratch ? Scratch(pieceMax) : nullptr;
-  ErrorRecord err;
   if (useScratch && !scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
-  CUresult r = issue(0);
-  if (r != CUDA_SUCCESS) err = ErrorRecord::FromCuda(r, "cuMemcpyDtoHAsync");
+  ErrorRecord err = issue(0);
   for (uint64_t k = 0; k < pieces && err.ok(); ++k) {
     if (cancelled_ || failed_) break;
     // Overlap: the next piece comes off the GPU while this one goes to the file.
-    if (k + 1 < pieces && (r = issue(k + 1)) != CUDA_SUCCESS) {
-      err = ErrorRecord::FromCuda(r, "cuMemcpyDtoHAsync");
-      break;
-    }
+    if (k + 1 < pieces && !(err = issue(k + 1)).ok()) break;
     {
       StageTimer t(waitNs_);
-      r = cu.EventSynchronize(s.events[k & 1]);
+      err = PENSTOCK_CUDA(EventSynchronize, s.events[k & 1]);
     }
-    if (r != CUDA_SUCCESS) {
-      err = ErrorRecord::FromCuda(r, "cuEventSynchronize");
-      break;
-    }
+    if (!err.ok()) break;
     uint64_t pos = begin + k * pieceMax;
     uint64_t n = std::min(pieceMax, begin + length - pos);
     const char* src = place(k);
@@ -265,7 +245,7 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
     {
       StageTimer t(ioNs_);
       e = WriteMaybeDirect(spec_.fd, spec_.directFd, src, spec_.fileOffset + pos, n, &refused);
-        if (refused) NoteDirectRefused(std::exchange(refused, 0));
+      if (refused) NoteDirectRefused(std::exchange(refused, 0));
     }
     if (e) {
       err = ErrorRecord::Os(e, "pwrite");
@@ -274,9 +254,9 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
     *done += n;
     AddProgress(n);
   }
-  r = cu.StreamSynchronize(s.stream);
-  if (r != CUDA_SUCCESS && err.ok()) err = ErrorRecord::FromCuda(r, "cuStreamSynchronize");
-  return err;
+  // Nothing may still be copying into the bounce buffer when the next task takes it.
+  ErrorRecord drained = PENSTOCK_CUDA(StreamSynchronize, s.stream);
+  return err.ok() ? drained : err;
 }
 
 }  // namespace penstock

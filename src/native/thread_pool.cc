@@ -7,19 +7,6 @@ namespace penstock {
 
 namespace {
 thread_local int t_workerIndex = -1;
-// A worker that just ran out of work watches the queue this long before sleeping: waking a
-// sleeping thread costs more than a small read itself.
-// Only a few workers watch at once: on a small machine, every idle worker spinning would take
-// the cores the JS thread and the busy workers need.
-constexpr auto kSpin = std::chrono::microseconds(50);
-std::atomic<int> g_spinners{0};
-int MaxSpinners() {
-  static const int n = [] {
-    unsigned cores = std::thread::hardware_concurrency();
-    return static_cast<int>(std::max(1u, std::min(4u, cores / 4)));
-  }();
-  return n;
-}
 }
 
 ThreadPool& ThreadPool::Instance() {
@@ -59,9 +46,9 @@ void ThreadPool::Run(int index) {
         return;
       }
       if (!queue_.empty()) continue;
-      if (g_spinners.fetch_add(1) < MaxSpinners()) {
+      if (spinners_.fetch_add(1) < maxSpinners_.load(std::memory_order_relaxed)) {
         lock.unlock();
-        auto until = std::chrono::steady_clock::now() + kSpin;
+        auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spinNs_.load(std::memory_order_relaxed));
         while (queuedHint_.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < until) {
 #if defined(__x86_64__)
           __builtin_ia32_pause();
@@ -69,7 +56,7 @@ void ThreadPool::Run(int index) {
         }
         lock.lock();
       }
-      g_spinners.fetch_sub(1);
+      spinners_.fetch_sub(1);
       wake_.wait(lock, [&] { return index >= target_ || !queue_.empty(); });
       continue;
     }

@@ -22,6 +22,13 @@ class ThreadPool {
   void Resize(int n);
   int Size() const;
   void Submit(std::function<void()> task);
+  // A worker that runs out of work watches the queue for `ns` before it sleeps, at most
+  // `spinners` workers at once (0: none). Waking a sleeping thread can cost more than a small
+  // read; watching costs a core. TypeScript decides both (transfer-plan.ts).
+  void SetSpin(uint64_t ns, int spinners) {
+    spinNs_.store(ns, std::memory_order_relaxed);
+    maxSpinners_.store(spinners, std::memory_order_relaxed);
+  }
 
   // Index of the calling worker in [0, Size()), or -1 off the pool.
   static int WorkerIndex();
@@ -42,6 +49,9 @@ class ThreadPool {
   int target_ = 0;
   // Mirrors queue_.size() so idle workers can spin on it without the lock.
   std::atomic<size_t> queuedHint_{0};
+  std::atomic<uint64_t> spinNs_{0};
+  std::atomic<int> maxSpinners_{0};
+  std::atomic<int> spinners_{0};
   void (*idleHook_)() = nullptr;
 };
 

@@ -1,0 +1,117 @@
+/**
+ * Small device reads on the calling thread (the fake driver): a cached read of up to
+ * INLINE_DEVICE_READ_MAX bytes goes from the page cache through the GPU's inline staging in one
+ * copy; anything that path cannot finish, or that would wait behind the pool, goes to the pool.
+ */
+import { useFakeDriver, makeFile, withEnv } from './helpers.js';
+useFakeDriver();
+
+import assert from 'node:assert/strict';
+import { afterEach, describe, test } from 'node:test';
+const { DeviceBuffer, configure, getConfig, open, PenstockError } = await import('../src/index.js');
+const { INLINE_DEVICE_READ_MAX } = await import('../src/transfer-plan.js');
+
+const initial = getConfig();
+afterEach(() => configure(initial));
+const KiB = 1024;
+
+describe('small device reads on the calling thread', () => {
+  test('a cached 4 KiB read lands byte-exact at its offset, recorded as an inline posix-device read', async () => {
+    const { file, data } = makeFile(256 * KiB);
+    await using f = await open(file);
+    using dev = DeviceBuffer.alloc(8192);
+    await dev.copyFrom(Buffer.alloc(8192, 0xee));
+    const rec = await f.readRecorded(dev, { fileOffset: 12345, targetOffset: 100, size: 4096 });
+    assert.equal(rec.inline, true);
+    assert.equal(rec.route, 'posix-device');
+    assert.equal(rec.device, 0);
+    assert.equal(rec.bytes, 4096);
+    const back = await dev.toBuffer();
+    assert.ok(back.subarray(100, 4196).equals(data.subarray(12345, 12345 + 4096)));
+    assert.ok(back.subarray(0, 100).every((b) => b === 0xee), 'before the range untouched');
+    assert.ok(back.subarray(4196).every((b) => b === 0xee), 'after the range untouched');
+    const routes = f.stats().routes['posix-device'];
+    assert.equal(routes.operations, 1);
+    assert.equal(routes.bytes, 4096);
+  });
+
+  test('every size up to the limit is inline on the staged route; one byte more goes to the pool', async () => {
+    const { file, data } = makeFile(INLINE_DEVICE_READ_MAX * 2);
+    // Staged: where cuFile works (the fake's does), reads from gdsThreshold up go to cuFile.
+    await using f = await open(file, 'r', { compatMode: 'on' });
+    using dev = DeviceBuffer.alloc(INLINE_DEVICE_READ_MAX + 1);
+    for (const size of [1, 4095, 4096, 65535, INLINE_DEVICE_READ_MAX]) {
+      const rec = await f.readRecorded(dev, { fileOffset: 7, size });
+      assert.equal(rec.inline, true, `${size}`);
+      assert.ok((await dev.subarray(0, size).toBuffer()).equals(data.subarray(7, 7 + size)), `${size}`);
+    }
+    const rec = await f.readRecorded(dev, { fileOffset: 3 });
+    assert.notEqual(rec.inline, true);
+    assert.equal(rec.route, 'posix-device');
+    assert.ok((await dev.toBuffer()).equals(data.subarray(3, 3 + INLINE_DEVICE_READ_MAX + 1)));
+  });
+
+  test('where cuFile takes the read, it is not done inline', async () => {
+    const { file, data } = makeFile(64 * KiB);
+    await using f = await open(file);
+    using dev = DeviceBuffer.alloc(32 * KiB);
+    const rec = await f.readRecorded(dev);
+    assert.equal(rec.route, 'gds', 'the fake cuFile counts its reads as direct');
+    assert.notEqual(rec.inline, true);
+    assert.ok((await dev.toBuffer()).equals(data.subarray(0, 32 * KiB)));
+  });
+
+  test('while another read is in flight, a small read goes to the pool and both are byte-exact', async () => {
+    const { file, data } = makeFile(8 << 20);
+    await using f = await open(file);
+    using big = DeviceBuffer.alloc(8 << 20);
+    using small = DeviceBuffer.alloc(4096);
+    const first = f.readRecorded(big);
+    const second = await f.readRecorded(small, { fileOffset: 4096 });
+    assert.notEqual(second.inline, true, 'the copy would wait behind the pool on the JS thread');
+    await first;
+    assert.ok((await small.toBuffer()).equals(data.subarray(4096, 8192)));
+    assert.ok((await big.toBuffer()).equals(data));
+  });
+
+  test('a read reaching end of file, and O_DIRECT reads, go to the pool', async () => {
+    const { file, data } = makeFile(5000);
+    await using f = await open(file);
+    using dev = DeviceBuffer.alloc(4096);
+    await dev.copyFrom(Buffer.alloc(4096, 0xee));
+    const rec = await f.readRecorded(dev, { fileOffset: 4000 });
+    assert.notEqual(rec.inline, true);
+    assert.equal(rec.bytes, 1000);
+    const back = await dev.toBuffer();
+    assert.ok(back.subarray(0, 1000).equals(data.subarray(4000)));
+    assert.ok(back.subarray(1000).every((b) => b === 0xee), 'past end of file untouched');
+    configure({ directIoRead: true });
+    const direct = await f.readRecorded(dev, { fileOffset: 0 });
+    assert.notEqual(direct.inline, true);
+    assert.ok((await dev.toBuffer()).equals(data.subarray(0, 4096)));
+  });
+
+  test('a failed copy is a typed CUDA error, and the next read works', async () => {
+    const { file, data } = makeFile(64 * KiB);
+    await using f = await open(file);
+    using dev = DeviceBuffer.alloc(4096);
+    await withEnv({ FAKE_CUDA_FAIL_COPY_AFTER: '0:inline' }, async () => {
+      await assert.rejects(f.read(dev, { fileOffset: 0 }), (e: unknown) => {
+        assert.ok(e instanceof PenstockError);
+        assert.equal((e as { code: string }).code, 'CUDA_ERROR_ILLEGAL_ADDRESS');
+        return true;
+      });
+    });
+    const rec = await f.readRecorded(dev, { fileOffset: 8192 });
+    assert.equal(rec.inline, true);
+    assert.ok((await dev.toBuffer()).equals(data.subarray(8192, 12288)));
+  });
+
+  test('a freed buffer is refused before anything is read', async () => {
+    const { file } = makeFile(64 * KiB);
+    await using f = await open(file);
+    const dev = DeviceBuffer.alloc(4096);
+    dev.free();
+    await assert.rejects(f.read(dev), { code: 'ERR_PENSTOCK_FREED' });
+  });
+});
