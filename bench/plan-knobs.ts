@@ -5,7 +5,7 @@
  *
  * - pool spinning: idle threads watching the queue (spinNs, spinners) against sleeping at once,
  *   for sequential device and host reads of mid sizes and for 4 KiB reads through the pool;
- * - staged pieces: the planned piece (a quarter of a task) against whole bounce halves.
+ * - staged read pieces: the planned piece (a whole bounce half) against a quarter of a task.
  *
  * Every row is GB/s (median of the repeats; sequential reads, each awaited) or µs per read.
  *
@@ -91,7 +91,7 @@ for (const [ns, spinners] of spins) {
   spin(ns, spinners);
   for (const size of [4 * KiB, 256 * KiB, 1 * MiB, 16 * MiB]) {
     for (const target of ['device', 'host'] as const) {
-      const spec = target === 'device' ? deviceSpec(size, stagePiece(taskSizeFor(s, size), half, false)) : hostSpec(size);
+      const spec = target === 'device' ? deviceSpec(size, stagePiece(taskSizeFor(s, size), half, false, false)) : hostSpec(size);
       const r = await rate(spec);
       const row = { knob: 'spin', spinNs: ns, spinners, target, size, ...r };
       rows.push(row);
@@ -103,7 +103,8 @@ spin(planned.ns, planned.spinners);
 
 for (const size of [1 * MiB, 16 * MiB, 256 * MiB, 1024 * MiB]) {
   const task = taskSizeFor(s, size);
-  for (const [name, piece] of [['planned', stagePiece(task, half, false)], ['whole half', Math.floor(half / 4096) * 4096]] as const) {
+  const quarter = Math.max(64 * KiB, Math.ceil(task / 4 / 4096) * 4096);
+  for (const [name, piece] of [['planned', stagePiece(task, half, false, false)], ['quarter', Math.min(quarter, half)]] as const) {
     const r = await rate(deviceSpec(size, piece));
     rows.push({ knob: 'stagePiece', variant: name, piece, size, ...r });
     console.log(`pieces ${name.padEnd(10)} (${String(piece / KiB).padStart(5)} KiB, tasks ${task / KiB} KiB) | device ${String(size / MiB).padStart(5)} MiB: ${r.gbps.toFixed(2).padStart(6)} GB/s`);

@@ -284,7 +284,7 @@ export class PenstockFile {
         spec = {
           ...base, route: 'posix-device', directFd, size, devicePtr: memory.ptr + BigInt(memOffset), device,
           mappedRunners: p.mapped?.runners ?? 0, mappedPiece: p.mapped?.piece ?? 0,
-          ...shape, stagePiece: stagePiece(shape.taskSize, bounceBytes() / 2, directFd >= 0),
+          ...shape, stagePiece: stagePiece(shape.taskSize, bounceBytes() / 2, directFd >= 0, write),
         };
       }
       if (onProgress) spec.progress = progressOf(onProgress);

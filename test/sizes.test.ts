@@ -41,14 +41,15 @@ describe('task sizes', () => {
     assert.equal(planWrite(s(16), true, 16 * MiB).taskSize, 1 * MiB, 'O_DIRECT writes use every thread');
   });
 
-  test('staged pieces: a quarter of a task, page multiples, between the floor and a bounce half; O_DIRECT a whole half', () => {
-    assert.equal(stagePiece(4 * MiB, 4 * MiB, false), 1 * MiB);
-    assert.equal(stagePiece(1 * MiB, 4 * MiB, false), 256 * KiB);
-    assert.equal(stagePiece(TASK_FLOOR, 4 * MiB, false), STAGE_PIECE_MIN);
-    assert.equal(stagePiece(64 * MiB, 4 * MiB, false), 4 * MiB, 'never past a half');
-    assert.equal(stagePiece(4 * MiB, 4 * MiB, true), 4 * MiB);
-    assert.equal(stagePiece(4 * MiB, 1000, false), 4096, 'at least a page');
-    for (const t of [777 * KiB, 3 * MiB + 4096, 5 * MiB]) assert.equal(stagePiece(t, 8 * MiB, false) % 4096, 0, `${t}`);
+  test('staged pieces: reads and O_DIRECT writes whole halves; buffered writes a quarter of a task, page multiples, within [floor, half]', () => {
+    assert.equal(stagePiece(1 * MiB, 4 * MiB, false, false), 4 * MiB, 'reads: a whole half');
+    assert.equal(stagePiece(4 * MiB, 4 * MiB, true, true), 4 * MiB, 'O_DIRECT writes: a whole half');
+    assert.equal(stagePiece(4 * MiB, 4 * MiB, false, true), 1 * MiB);
+    assert.equal(stagePiece(1 * MiB, 4 * MiB, false, true), 256 * KiB);
+    assert.equal(stagePiece(TASK_FLOOR, 4 * MiB, false, true), STAGE_PIECE_MIN);
+    assert.equal(stagePiece(64 * MiB, 4 * MiB, false, true), 4 * MiB, 'never past a half');
+    assert.equal(stagePiece(4 * MiB, 1000, false, false), 4096, 'at least a page');
+    for (const t of [777 * KiB, 3 * MiB + 4096, 5 * MiB]) assert.equal(stagePiece(t, 8 * MiB, false, true) % 4096, 0, `${t}`);
   });
 
   test('host reads go through scratch only from HOST_STAGE_MIN up, and only under hostStaging', () => {
