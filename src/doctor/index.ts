@@ -102,7 +102,9 @@ export async function diagnose(paths: string[] = [], options: DiagnoseOptions = 
               ...(options.probeScript ? { script: options.probeScript } : {}),
             });
       const expected = shape ? (shape.route === 'gds-bounce' ? 'gds' : shape.route) : prediction.route;
-      const judged = judgeProbe(raw, prediction, expected);
+      // With nvidia-fs usable the P2PDMA path is not what the direct path depends on.
+      const reliesOnP2pdma = state.p2pPath && !(state.nvfsLoaded && state.nvfsDevices > 0);
+      const judged = judgeProbe(raw, prediction, expected, { reliesOnP2pdma });
       probe = judged.result;
       checks.push(judged.check);
       if (judged.logCheck) checks.push(judged.logCheck);

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { explainingLines, parseCuFileLog, predictedBy, quote, type CuFileLogLine } from './cufile-log.js';
+import { explainingLines, parseCuFileLog, predictedBy, quote, type CuFileLogLine, type KernelPathContext } from './cufile-log.js';
 import { PROBE_MARK, type Check, type PredictedRoute, type Prediction, type ProbeResult } from './types.js';
 
 export interface ProbeSettings {
@@ -181,8 +181,16 @@ function why(r: ProbeResult): string {
   return `; fallback ${r.reason.code}${r.reason.cufileCode ? ` ${r.reason.cufileCode} (${r.reason.cufileNumber})` : ''}`;
 }
 
-/** Compares measurement with prediction and says so as the `path.probe` check. */
-export function judgeProbe(result: ProbeResult, prediction: Prediction, expected: PredictedRoute = prediction.route): { result: ProbeResult; check: Check; logCheck?: Check } {
+/**
+ * Compares measurement with prediction and says so as the `path.probe` check; cuFile's lines are
+ * judged against the prediction, and those about P2PDMA against `kernelPaths` as well.
+ */
+export function judgeProbe(
+  result: ProbeResult,
+  prediction: Prediction,
+  expected: PredictedRoute = prediction.route,
+  kernelPaths: KernelPathContext = {},
+): { result: ProbeResult; check: Check; logCheck?: Check } {
   let agrees: boolean | undefined;
   let note = result.message;
   if (result.status === 'measured' && result.route) {
@@ -198,7 +206,7 @@ export function judgeProbe(result: ProbeResult, prediction: Prediction, expected
     }
   }
   const evidence = (result.cufileLines ?? []).map((l) => {
-    const predicted = predictedBy(l, [...prediction.blockers, ...prediction.warnings].map((b) => b.code));
+    const predicted = predictedBy(l, [...prediction.blockers, ...prediction.warnings].map((b) => b.code), kernelPaths);
     return { line: quote(l), ...(l.code ? { code: l.code } : {}), ...(predicted !== undefined ? { predicted } : {}) };
   });
   const { cufileLines: _lines, ...plain } = result;
