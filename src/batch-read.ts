@@ -14,7 +14,7 @@ import { hostRegion, isHostMemory, regionBytes } from './host-memory.js';
 import type { PinnedBuffer } from './pinned-buffer.js';
 import { bounceBytes, currentSettings, ensurePool, prepareDevice } from './runtime.js';
 import { globalStats, type Route } from './stats.js';
-import { checkLength, checkRange, describe } from './validate.js';
+import { checkLength, checkRange, describe, isLength } from './validate.js';
 
 /** The error codes this module adds, each with its meaning. */
 export const BATCH_ERROR_CODES = {
@@ -121,10 +121,11 @@ function start(ranges: readonly BatchRange[], options: BatchReadOptions): Promis
 
   const files = new Map<PenstockFile, number>();
   const hostIndex = new Map<ArrayBuffer | SharedArrayBuffer, number>();
+  const hostTargets = new Map<object, { index: number; length: number; byteOffset: number }>();
   const hostViews: (ArrayBuffer | Uint8Array)[] = [];
   const pinned = new Set<PinnedBuffer>();
   const devices: DeviceBuffer[] = [];
-  const deviceIndex = new Map<DeviceBuffer, number>();
+  const deviceTargets = new Map<DeviceBuffer, { index: number; length: number; device: number }>();
   const planned: PlanRange[] = new Array(ranges.length);
   const hostRanges: number[] = [];
   for (let i = 0; i < ranges.length; i++) {
@@ -141,31 +142,39 @@ function start(ranges: readonly BatchRange[], options: BatchReadOptions): Promis
     }
     const { fileOffset, size } = r;
     const targetOffset = r.targetOffset ?? 0;
-    checkLength(fileOffset, `ranges[${i}].fileOffset`);
-    checkLength(size, `ranges[${i}].size`);
-    checkLength(targetOffset, `ranges[${i}].targetOffset`);
+    // Names for the messages are built only on failure: a batch may hold 10 000 ranges.
+    if (!isLength(fileOffset)) checkLength(fileOffset, `ranges[${i}].fileOffset`);
+    if (!isLength(size)) checkLength(size, `ranges[${i}].size`);
+    if (!isLength(targetOffset)) checkLength(targetOffset, `ranges[${i}].targetOffset`);
     const t = r.target;
     if (t instanceof DeviceBuffer) {
-      t.assertLive();
-      checkRange(targetOffset, size, t.byteLength, `DeviceBuffer of ranges[${i}]`);
-      let di = deviceIndex.get(t);
-      if (di === undefined) deviceIndex.set(t, (di = devices.push(t) - 1));
-      planned[i] = { file: fi, fileOffset, size, target: di, targetOffset, device: t.device };
-    } else {
-      if (!isHostMemory(t)) throw usage('ERR_PENSTOCK_INVALID_BUFFER', `ranges[${i}].target must be a DeviceBuffer or host memory, got ${describe(t)}`);
-      const h = hostRegion(t, `target of ranges[${i}]`);
-      checkRange(targetOffset, size, h.length, `target of ranges[${i}]`);
-      // A view penstock built from the engine's record: its buffer and offset can be trusted.
-      const bytes = regionBytes(h);
-      const buffer = bytes.buffer;
-      let hi = hostIndex.get(buffer);
-      if (hi === undefined) {
-        hostIndex.set(buffer, (hi = hostViews.length));
-        // Node-API reads a SharedArrayBuffer only through a view.
-        hostViews.push(buffer instanceof ArrayBuffer ? buffer : new Uint8Array(buffer));
+      let d = deviceTargets.get(t);
+      if (d === undefined) {
+        t.assertLive();
+        deviceTargets.set(t, (d = { index: devices.push(t) - 1, length: t.byteLength, device: t.device }));
       }
-      if (h.pinned) pinned.add(h.pinned);
-      planned[i] = { file: fi, fileOffset, size, target: hi, targetOffset: bytes.byteOffset + targetOffset, device: -1 };
+      if (targetOffset > d.length || size > d.length - targetOffset) checkRange(targetOffset, size, d.length, `DeviceBuffer of ranges[${i}]`);
+      planned[i] = { file: fi, fileOffset, size, target: d.index, targetOffset, device: d.device };
+    } else {
+      // Many ranges share one target: its region is resolved (and checked) once per batch.
+      let target = hostTargets.get(t);
+      if (target === undefined) {
+        if (!isHostMemory(t)) throw usage('ERR_PENSTOCK_INVALID_BUFFER', `ranges[${i}].target must be a DeviceBuffer or host memory, got ${describe(t)}`);
+        const h = hostRegion(t, `target of ranges[${i}]`);
+        // A view penstock built from the engine's record: its buffer and offset can be trusted.
+        const bytes = regionBytes(h);
+        const buffer = bytes.buffer;
+        let hi = hostIndex.get(buffer);
+        if (hi === undefined) {
+          hostIndex.set(buffer, (hi = hostViews.length));
+          // Node-API reads a SharedArrayBuffer only through a view.
+          hostViews.push(buffer instanceof ArrayBuffer ? buffer : new Uint8Array(buffer));
+        }
+        if (h.pinned) pinned.add(h.pinned);
+        hostTargets.set(t, (target = { index: hi, length: h.length, byteOffset: bytes.byteOffset }));
+      }
+      if (targetOffset > target.length || size > target.length - targetOffset) checkRange(targetOffset, size, target.length, `target of ranges[${i}]`);
+      planned[i] = { file: fi, fileOffset, size, target: target.index, targetOffset: target.byteOffset + targetOffset, device: -1 };
       hostRanges.push(i);
     }
   }

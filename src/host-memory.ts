@@ -18,6 +18,7 @@
  *   pooled Buffers are marked the same way by Node.
  * - the operation holds a reference to the view, so the memory is not collected under it.
  */
+import { types } from 'node:util';
 import { markAsUntransferable } from 'node:worker_threads';
 import { usage } from './errors.js';
 import { PinnedBuffer } from './pinned-buffer.js';
@@ -61,31 +62,12 @@ const abResizable = getter<boolean | undefined>(ArrayBuffer.prototype, 'resizabl
 const sabByteLength = typeof SharedArrayBuffer !== 'undefined' ? getter<number>(SharedArrayBuffer.prototype, 'byteLength') : undefined;
 const sabGrowable = typeof SharedArrayBuffer !== 'undefined' ? getter<boolean | undefined>(SharedArrayBuffer.prototype, 'growable') : undefined;
 const isView = ArrayBuffer.isView;
-const isTypedArray = (x: unknown): boolean => {
-  try {
-    typedByteLength(x);
-    return true;
-  } catch {
-    return false;
-  }
-};
-const isArrayBuffer = (x: unknown): x is ArrayBuffer => {
-  try {
-    abByteLength(x);
-    return true;
-  } catch {
-    return false;
-  }
-};
-const isSharedArrayBuffer = (x: unknown): x is SharedArrayBuffer => {
-  if (!sabByteLength) return false;
-  try {
-    sabByteLength(x);
-    return true;
-  } catch {
-    return false;
-  }
-};
+// The engine's own brand checks: they cannot be fooled by prototypes or getters, and unlike
+// calling a getter on the wrong kind of object they throw nothing (an exception per call cost
+// microseconds, which a batch of 10 000 ranges paid 10 000 times).
+const isTypedArray = (x: unknown): boolean => types.isTypedArray(x);
+const isArrayBuffer = (x: unknown): x is ArrayBuffer => types.isArrayBuffer(x);
+const isSharedArrayBuffer = (x: unknown): x is SharedArrayBuffer => types.isSharedArrayBuffer(x);
 const U8 = Uint8Array;
 
 /** Whether `x` is host memory penstock can use (by the engine's brand checks, not `instanceof`). */

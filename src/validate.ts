@@ -1,6 +1,11 @@
 /** Argument checks shared by the public classes: each throws a typed usage error. */
 import { usage } from './errors.js';
 
+/** Whether `value` is a non-negative safe integer (a length or an offset). */
+export function isLength(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+}
+
 /** A byte count or offset: a non-negative safe integer. */
 export function checkLength(value: unknown, name: string): asserts value is number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
