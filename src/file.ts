@@ -16,7 +16,7 @@ import { anyDevicePrepared, bounceBytes, cufileEvidence, currentSettings, cudaSt
 import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
 import { readCached, readCachedToDevice } from './inline-read.js';
 import {
-  DIRECT_PIECE, hostStagePiece, planRead, planWrite, readsInline, readsInlineToDevice, stagePiece, taskSizeFor,
+  deviceReadTaskSize, DIRECT_PIECE, hostStagePiece, planRead, planWrite, readsInline, readsInlineToDevice, stagePiece, taskSizeFor,
 } from './transfer-plan.js';
 import { checkLength, checkRange, describe } from './validate.js';
 
@@ -280,7 +280,7 @@ export class PenstockFile {
         }
         const p = plan(size, true);
         const directFd = p.direct ? await this.#direct() : -1;
-        const shape = write ? planWrite(s, directFd >= 0, size) : { taskSize: taskSizeFor(s, size) };
+        const shape = write ? planWrite(s, directFd >= 0, size) : { taskSize: deviceReadTaskSize(s, size) };
         spec = {
           ...base, route: 'posix-device', directFd, size, devicePtr: memory.ptr + BigInt(memOffset), device,
           mappedRunners: p.mapped?.runners ?? 0, mappedPiece: p.mapped?.piece ?? 0,

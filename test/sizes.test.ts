@@ -8,7 +8,7 @@ import { after, describe, test } from 'node:test';
 import { configure, getConfig, open } from '../src/index.js';
 import { defaults } from '../src/config.js';
 import {
-  DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, INLINE_READ_MAX, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
+  DEVICE_TASK_FLOOR, deviceReadTaskSize, DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, INLINE_READ_MAX, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
   taskSizeFor, hostStagePiece,
 } from '../src/transfer-plan.js';
 import { makeFile } from './helpers.js';
@@ -32,6 +32,15 @@ describe('task sizes', () => {
       assert.equal(t % 4096, 0, `${size}: page multiple`);
       assert.ok(Math.ceil(size / t) <= 4 && Math.ceil(size / t) >= Math.min(4, Math.floor(size / TASK_FLOOR)), `${size}: ${t}`);
     }
+  });
+
+  test('staged device reads: about 8 tasks a thread, at least DEVICE_TASK_FLOOR, at most taskSize', () => {
+    assert.equal(deviceReadTaskSize(s(16), 256 * MiB), 2 * MiB, '256 MiB: a short tail of copies');
+    assert.equal(deviceReadTaskSize(s(16), 1024 * MiB), 4 * MiB, 'large reads keep taskSize');
+    assert.equal(deviceReadTaskSize(s(16), 16 * MiB), DEVICE_TASK_FLOOR, '16 MiB: one task a thread');
+    assert.equal(deviceReadTaskSize(s(16), 4 * KiB), DEVICE_TASK_FLOOR);
+    assert.equal(deviceReadTaskSize(s(4, 64 * KiB), 16 * MiB), 64 * KiB, 'a taskSize below the floor is kept');
+    assert.equal(deviceReadTaskSize(s(16), 300 * MiB + 1) % 4096, 0);
   });
 
   test('buffered writes are cut for the writers that run at once', () => {
