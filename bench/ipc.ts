@@ -1,6 +1,6 @@
 /**
  * `npm run bench:ipc`: the CUDA IPC hand-off of a model-shaped checkpoint. penstock loads it into
- * one GPU slab and exports a tensor manifest; then another Node process and Python (PyTorch's
+ * one GPU slab (`loadTensors`) and exports it (`exportTensorSet`); then another Node process and Python (PyTorch's
  * `_new_shared_cuda`, CuPy + DLPack) open every tensor, and Python checks each one bitwise
  * against `safetensors.torch.load_file`. Prints times to export and to open, and the GPU memory
  * each opener added. Numbers only: nothing here passes or fails on speed.
@@ -13,8 +13,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { buildTensorManifest, hasGpu, memoryInfo, parseSize, runtimeInfo } from '../src/index.js';
-import { loadCheckpoint, shapeFor, writeCheckpoint } from './ipc-checkpoint.js';
+import { exportTensorSet, hasGpu, loadTensors, memoryInfo, parseSize, runtimeInfo } from '../src/index.js';
+import { decoderDimsFor, handOffShapes, writeCheckpointFile } from './tensor-checkpoints.js';
 
 const { values } = parseArgs({
   options: {
@@ -37,28 +37,30 @@ const repeat = Number(values.repeat);
 const file = path.join(values.dir!, `penstock-ipc-${process.pid}.safetensors`);
 const manifestFile = path.join(values.dir!, `penstock-ipc-${process.pid}.json`);
 
-const shape = shapeFor(parseSize(values.size!));
+const shape = decoderDimsFor(parseSize(values.size!));
 console.log(`Writing a model-shaped checkpoint: ${JSON.stringify(shape)}`);
-const c = writeCheckpoint(file, shape);
+writeCheckpointFile(file, handOffShapes(shape));
+const fileBytes = fs.statSync(file).size;
 const freeBefore = memoryInfo(0).free;
 let t0 = performance.now();
-const { whole, slab } = await loadCheckpoint(c);
+const tensors = await loadTensors(file);
 const loadMs = performance.now() - t0;
 t0 = performance.now();
-const set = buildTensorManifest(slab, c.records);
+const exported = exportTensorSet(tensors);
 const exportMs = performance.now() - t0;
-fs.writeFileSync(manifestFile, JSON.stringify(set));
-console.log(`Loaded ${c.bytes} bytes (${c.records.length} tensors) in ${loadMs.toFixed(1)} ms; exported in ${exportMs.toFixed(3)} ms; GPU memory used ${freeBefore - memoryInfo(0).free} bytes`);
+fs.writeFileSync(manifestFile, JSON.stringify(exported));
+console.log(`Loaded ${fileBytes} bytes (${tensors.size} tensors) in ${loadMs.toFixed(1)} ms; exported in ${exportMs.toFixed(3)} ms; GPU memory used ${freeBefore - memoryInfo(0).free} bytes`);
 
 const rows: Record<string, unknown>[] = [];
 for (let i = 0; i < repeat; i++) {
   const body = `const p = await import(${JSON.stringify(entry)}); const before = p.memoryInfo(0).free;
     const text = (await import('node:fs')).readFileSync(process.argv[1], 'utf8');
     const t0 = performance.now(); const set = p.openTensorManifest(text); const openMs = performance.now() - t0;
-    const drop = before - p.memoryInfo(0).free; set.close(); console.log(JSON.stringify({ openMs, drop, tensors: set.tensors.size }));`;
+    const drop = before - p.memoryInfo(0).free; const pinned = p.runtimeInfo().pinnedBytes;
+    set.close(); console.log(JSON.stringify({ openMs, drop, pinned, tensors: set.tensors.size }));`;
   const r = spawnSync(process.execPath, ['--input-type=module', '-e', body, manifestFile], { encoding: 'utf8' });
   const out = r.status === 0 ? JSON.parse(r.stdout.trim().split('\n').at(-1)!) : { error: r.stderr.trim() };
-  rows.push({ opener: 'node', run: i + 1, openSeconds: out.openMs / 1000, deviceFreeDrop: out.drop, tensors: out.tensors, error: out.error });
+  rows.push({ opener: 'node', run: i + 1, openSeconds: out.openMs / 1000, deviceFreeDrop: out.drop, pinnedBytes: out.pinned, tensors: out.tensors, error: out.error });
 }
 for (const mode of values.modes!.split(',').filter(Boolean)) {
   for (let i = 0; i < repeat; i++) {
@@ -80,8 +82,8 @@ for (const r of rows) {
   console.log(`${fmt(r.opener, 8)}${fmt(r.run, 5)}${fmt(r.tensors, 9)}${fmt(typeof r.openSeconds === 'number' ? r.openSeconds.toFixed(4) : undefined, 10)}${fmt(r.allocatedGrowth, 12)}${fmt(r.deviceFreeDrop, 16)}${checked}`);
 }
 if (values.json)
-  fs.writeFileSync(values.json, JSON.stringify({ shape, bytes: c.bytes, tensors: c.records.length, loadMs, exportMs, gpu: runtimeInfo().cuda, rows }, null, 2));
-set.release();
-whole.free();
+  fs.writeFileSync(values.json, JSON.stringify({ shape, bytes: fileBytes, tensors: tensors.size, loadMs, exportMs, gpu: runtimeInfo().cuda, rows }, null, 2));
+exported.release();
+tensors.free();
 fs.rmSync(file, { force: true });
 fs.rmSync(manifestFile, { force: true });

@@ -2,11 +2,11 @@
 """Open a penstock tensor manifest in PyTorch without copying, and check it.
 
 A Node process loads a checkpoint into GPU memory with penstock and writes a tensor manifest
-(``buildTensorManifest``): the slab's CUDA IPC handle plus every tensor's dtype, shape, strides
-and byte offset. This script maps the slab in this process, builds every tensor as a view of
+(``exportTensorSet``, or ``buildTensorManifest`` for a slab of its own): the slab's CUDA IPC
+handle plus every tensor's dtype, shape, strides and byte offset. This script maps the slab in this process, builds every tensor as a view of
 it, and (with ``--safetensors``) compares each one bitwise with ``safetensors.torch.load_file``.
 It prints one JSON line: tensors, bytes, seconds to open all tensors, and GPU memory growth
-(``torch.cuda.memory_allocated`` and ``cudaMemGetInfo``) over the opening.
+(``torch.cuda.memory_allocated`` and ``torch.cuda.mem_get_info``) over the opening.
 
     python3 examples/ipc_torch.py manifest.json --safetensors model.safetensors [--mode torch|cupy]
 

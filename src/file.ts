@@ -252,6 +252,8 @@ export class PenstockFile {
       checkLength(size, 'size');
       checkRange(memOffset, size, memory.byteLength, 'DeviceBuffer');
       const device = memory.device;
+      // Buffers that did not allocate (imported ones) meet the GPU's staging resources here.
+      prepareDevice(device);
       let route: Route = 'posix-device';
       let cufile = false;
       if (this.#routing.route.compatMode === 'off' || size >= s.gdsThreshold) {
@@ -264,7 +266,6 @@ export class PenstockFile {
           cufileHandle: this.#routing.cufileHandle!, cufileBase: memory.ptr, cufileBaseOffset: memOffset,
         };
       } else {
-        prepareDevice(device);
         if (!write && !this.#inlineUnsupported && readsInlineToDevice(s, size, () => native().inflight())) {
           let r: ReturnType<typeof readCachedToDevice>;
           try {

@@ -123,6 +123,6 @@ export function inflight(): number {
 /** Whether a GPU is usable (alias kept short for scripts). */
 export const gpuAvailable = hasGpu;
 export { exportDeviceBuffer, importDeviceBuffer, liveIpcExports, IpcExport, IPC_ERROR_CODES, parseIpcHandle, encodeIpcHandle, type IpcHandle, type IpcImportOptions } from './ipc.js';
-export { buildTensorManifest, openTensorManifest, parseTensorManifest, TensorSetExport, ImportedTensorSet, type TensorRecord, type TensorManifest, type ManifestTensor, type OpenedTensor } from './ipc-manifest.js';
+export { buildTensorManifest, exportTensorSet, openTensorManifest, parseTensorManifest, TensorSetExport, ImportedTensorSet, type ExportTensorSetOptions, type TensorRecord, type TensorManifest, type ManifestTensor, type OpenedTensor } from './ipc-manifest.js';
 export * from './remote/index.js';
 export * from './tensors/index.js';

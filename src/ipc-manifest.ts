@@ -7,6 +7,8 @@ import { DeviceBuffer } from './device-buffer.js';
 import { usage } from './errors.js';
 import { exportDeviceBuffer, importDeviceBuffer, type IpcExport, type IpcImportOptions } from './ipc.js';
 import { parseIpcHandle, type IpcHandle } from './ipc-format.js';
+import { contiguousStrides, dtypeBits, isDtype } from './tensors/dtypes.js';
+import { TensorSet, type TensorLayoutEntry } from './tensors/tensor-set.js';
 import { describe } from './validate.js';
 
 /** The `type` every tensor manifest carries. */
@@ -15,47 +17,27 @@ export const TENSOR_MANIFEST_TYPE = 'penstock.tensor-manifest';
 export const TENSOR_MANIFEST_VERSION = 1;
 
 /**
- * Bits per element of the safetensors dtypes whose sizes are checked. Other dtype names pass
- * through as given, with the byte length the record states.
+ * A tensor as the manifest states it: the fields of a loaded set's {@link TensorSet.layout},
+ * with any dtype name. Dtypes of the safetensors table ({@link DTYPE_BITS}) are checked against
+ * shape, strides and byte length; other names pass through with the byte length given.
  */
-export const DTYPE_BITS: Readonly<Record<string, number>> = Object.freeze({
-  BOOL: 8, U8: 8, I8: 8, F8_E4M3: 8, F8_E5M2: 8, F8_E8M0: 8,
-  U16: 16, I16: 16, F16: 16, BF16: 16,
-  U32: 32, I32: 32, F32: 32,
-  U64: 64, I64: 64, F64: 64,
-  F4: 4, F6_E2M3: 6, F6_E3M2: 6,
-});
-
-/** One tensor of a slab, as a loader reports it (offsets relative to the slab buffer). */
-export interface TensorRecord {
-  /** The tensor's name, unique in the set. */
-  name: string;
-  /** A safetensors dtype name: `BF16`, `F32`, `I64`, … */
+export interface ManifestTensor extends Omit<TensorLayoutEntry, 'dtype'> {
+  /** A safetensors dtype name: `BF16`, `F32`, `I64`, … (upper case, digits and `_`). */
   dtype: string;
+}
+
+/**
+ * One tensor of a slab as a caller describes it to {@link buildTensorManifest}: a
+ * {@link ManifestTensor} whose strides (default C order) and byte length (default from dtype and
+ * shape; required for dtypes outside {@link DTYPE_BITS}) may be left out.
+ */
+export interface TensorRecord extends Omit<ManifestTensor, 'shape' | 'strides' | 'byteLength'> {
   /** Dimensions in elements; `[]` for a scalar. */
   shape: readonly number[];
   /** In elements; default C order. Only whole-byte dtypes may have other strides. */
   strides?: readonly number[];
-  /** Byte offset of the tensor's first element from the start of the slab. */
-  byteOffset: number;
   /** Bytes the tensor spans; required for dtypes not in {@link DTYPE_BITS}. */
   byteLength?: number;
-}
-
-/** A tensor as the manifest states it: every field filled in. */
-export interface ManifestTensor {
-  /** The tensor's name, unique in the manifest. */
-  name: string;
-  /** A safetensors dtype name: `BF16`, `F32`, `I64`, … */
-  dtype: string;
-  /** Dimensions in elements; `[]` for a scalar. */
-  shape: number[];
-  /** Strides in elements, one per dimension (C order when the record gave none). */
-  strides: number[];
-  /** Byte offset of the first element from the start of the slab view. */
-  byteOffset: number;
-  /** Bytes the tensor spans in the slab. */
-  byteLength: number;
 }
 
 /** The hand-off of a whole tensor set: the slab's IPC handle and its tensors. */
@@ -82,16 +64,6 @@ function dims(value: unknown, what: string): number[] {
   return [...(value as number[])];
 }
 
-function contiguousStrides(shape: readonly number[]): number[] {
-  const strides = new Array<number>(shape.length);
-  let step = 1;
-  for (let i = shape.length - 1; i >= 0; i--) {
-    strides[i] = step;
-    step *= Math.max(1, shape[i]!);
-  }
-  return strides;
-}
-
 /** Validates one record against a slab of `slabSize` bytes; returns it with every field filled. */
 function checkTensor(value: unknown, slabSize: number, index: number): ManifestTensor {
   if (!value || typeof value !== 'object') bad(`Tensor ${index} must be an object, got ${describe(value)}`);
@@ -107,7 +79,7 @@ function checkTensor(value: unknown, slabSize: number, index: number): ManifestT
   if (typeof byteOffset !== 'number' || !Number.isSafeInteger(byteOffset) || byteOffset < 0)
     bad(`${what}: byteOffset must be a non-negative integer, got ${describe(byteOffset)}`);
   const numel = shape.reduce((a, d) => a * d, 1);
-  const bits = DTYPE_BITS[r.dtype];
+  const bits = isDtype(r.dtype) ? dtypeBits(r.dtype) : undefined;
   let byteLength: number;
   if (bits === undefined) {
     if (typeof r.byteLength !== 'number' || !Number.isSafeInteger(r.byteLength) || r.byteLength < 0)
@@ -198,6 +170,49 @@ export function buildTensorManifest(
     ...(metadata ? { metadata } : {}),
   };
   return new TensorSetExport(manifest, exported);
+}
+
+/** Options of {@link exportTensorSet}. */
+export interface ExportTensorSetOptions {
+  /**
+   * The manifest's string metadata. Default: the files' safetensors `__metadata__`, merged (a
+   * key that two files give different values is `ERR_PENSTOCK_IPC_BAD_MANIFEST`: name the
+   * metadata here instead). `{}` leaves it out.
+   */
+  metadata?: Record<string, string>;
+}
+
+/** The files' `__metadata__` as one object; a key two files disagree on is an error. */
+function mergedMetadata(perFile: Readonly<Record<string, Record<string, string>>>): Record<string, string> {
+  const out: Record<string, string> = {};
+  const from: Record<string, string> = {};
+  for (const [file, metadata] of Object.entries(perFile))
+    for (const [key, value] of Object.entries(metadata)) {
+      if (key in from && out[key] !== value)
+        bad(`The files disagree on metadata "${key}" (${JSON.stringify(out[key])} in ${from[key]}, ${JSON.stringify(value)} in ${file}); pass { metadata } to exportTensorSet`);
+      out[key] = value;
+      from[key] = file;
+    }
+  return out;
+}
+
+/**
+ * Exports a tensor set loaded into GPU memory ({@link loadTensors}) in one call: its slab and
+ * every tensor of {@link TensorSet.layout}, with the files' metadata. The export holds the slab's
+ * memory, even past `set.free()`, until `release()`; another process opens the manifest with
+ * {@link openTensorManifest} (or examples/ipc_torch.py from Python). A set in host memory is
+ * `ERR_PENSTOCK_IPC_NOT_EXPORTABLE`; a freed one `ERR_PENSTOCK_TENSOR_SET_FREED`.
+ */
+export function exportTensorSet(set: TensorSet, options: ExportTensorSetOptions = {}): TensorSetExport {
+  if (!(set instanceof TensorSet))
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `exportTensorSet needs a TensorSet (from loadTensors), got ${describe(set)}`);
+  if (options === null || typeof options !== 'object')
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `exportTensorSet options must be an object, got ${describe(options)}`);
+  const slab = set.slab;
+  if (!(slab instanceof DeviceBuffer))
+    throw usage('ERR_PENSTOCK_IPC_NOT_EXPORTABLE', 'This tensor set is in host memory; CUDA IPC hands on GPU memory (load it without `host`)');
+  const metadata = checkMetadata(options.metadata) ?? mergedMetadata(set.metadata);
+  return buildTensorManifest(slab, set.layout(), Object.keys(metadata).length > 0 ? { metadata } : {});
 }
 
 /** Checks a manifest given as an object or its JSON text. */

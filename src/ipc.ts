@@ -10,7 +10,7 @@ import { native } from './binding.js';
 import { DeviceBuffer } from './device-buffer.js';
 import { usage } from './errors.js';
 import { handleBytes, parseIpcHandle, encodeIpcHandle, IPC_HANDLE_TYPE, IPC_HANDLE_VERSION, type IpcHandle } from './ipc-format.js';
-import { call, checkDevice, deviceInfo, prepareDevice, requireCuda } from './runtime.js';
+import { call, checkDevice, deviceInfo, ensurePool, requireCuda } from './runtime.js';
 
 export { IPC_ERROR_CODES, parseIpcHandle, encodeIpcHandle, type IpcHandle } from './ipc-format.js';
 
@@ -156,7 +156,9 @@ function localOrdinal(pciBusId: string): number | undefined {
  * Maps memory another process exported ({@link exportDeviceBuffer}) into this process. The
  * result does not own the memory: `free()` (or garbage collection) closes the mapping. Opening
  * one handle several times in a process gives the same device address each time (CUDA counts
- * the opens); every resulting buffer must be freed.
+ * the opens); every resulting buffer must be freed. Mapping is all it does: the GPU's staging
+ * resources for file I/O (pinned bounce buffers, streams, cuFile's driver) are made by the first
+ * read or write into the result.
  */
 export function importDeviceBuffer(handle: IpcHandle | string, options: IpcImportOptions = {}): DeviceBuffer {
   const h = parseIpcHandle(handle);
@@ -175,7 +177,11 @@ export function importDeviceBuffer(handle: IpcHandle | string, options: IpcImpor
     if (local !== device && !options.peerAccess)
       throw usage('ERR_PENSTOCK_IPC_WRONG_DEVICE', `The handle's memory is on the GPU at PCI bus id ${h.pciBusId}${local === undefined ? ', which this process cannot see' : ` (GPU ${local} here)`}, not GPU ${device}; pass peerAccess: true to map it through GPU ${device}`);
   }
-  prepareDevice(device);
+  // Mapping needs only the GPU's primary context, which the open itself retains, and copies need
+  // the pool's threads. The staging resources of file I/O (pinned bounce buffers, streams, the
+  // cuFile driver) are made by the first such I/O, so a process that only maps does not pay for
+  // them (docs/ipc.md).
+  ensurePool();
   const base = call(() => native().ipcOpenMemHandle(device, handleBytes(h), LAZY_ENABLE_PEER_ACCESS));
   const mapped = (() => {
     try {

@@ -3,10 +3,12 @@
  * base64 forms, what cannot be exported, lifetimes, malformed handles and manifests.
  */
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { Worker } from 'node:worker_threads';
-import { repoRoot, useFakeDriver, withEnv } from './helpers.js';
+import { repoRoot, tmpDir, useFakeDriver, withEnv } from './helpers.js';
+import { writeSafetensors, writeSharded } from './tensor-writer.js';
 
 useFakeDriver();
 const p = await import('../src/index.js');
@@ -157,6 +159,9 @@ test('tensor manifests: records checked against the slab and their dtypes; nothi
     ['odd count of F4', [{ name: 'a', dtype: 'F4', shape: [3], byteOffset: 0 }]],
     ['no name', [{ dtype: 'F32', shape: [2], byteOffset: 0 }]],
     ['fractional offset', [{ name: 'a', dtype: 'F32', shape: [2], byteOffset: 0.5 }]],
+    // Sizes come from the one dtype table, which knows these too.
+    ['length against C64', [{ name: 'a', dtype: 'C64', shape: [2], byteOffset: 0, byteLength: 12 }]],
+    ['length against F8_E5M2FNUZ', [{ name: 'a', dtype: 'F8_E5M2FNUZ', shape: [3], byteOffset: 0, byteLength: 4 }]],
   ];
   for (const [what, records] of bad)
     assert.throws(() => p.buildTensorManifest(slab, records as never), { code: 'ERR_PENSTOCK_IPC_BAD_MANIFEST' }, what);
@@ -169,7 +174,7 @@ test('tensor manifests: records checked against the slab and their dtypes; nothi
       { name: 'scalar', dtype: 'F32', shape: [], byteOffset: 24 },
       { name: 'packed', dtype: 'F4', shape: [2, 4], byteOffset: 28 },
       { name: 'column', dtype: 'F32', shape: [4], strides: [3], byteOffset: 32 },
-      { name: 'custom', dtype: 'C64', shape: [2], byteOffset: 96, byteLength: 16 },
+      { name: 'custom', dtype: 'X24', shape: [2], byteOffset: 96, byteLength: 6 },
     ],
     { metadata: { format: 'pt' } },
   );
@@ -178,11 +183,75 @@ test('tensor manifests: records checked against the slab and their dtypes; nothi
   assert.equal(m.slab.size, 4096 - 512);
   assert.deepEqual(
     m.tensors.map((t) => [t.name, t.strides, t.byteLength]),
-    [['w', [3, 1], 24], ['scalar', [], 4], ['packed', [4, 1], 4], ['column', [3], 40], ['custom', [1], 16]],
+    [['w', [3, 1], 24], ['scalar', [], 4], ['packed', [4, 1], 4], ['column', [3], 40], ['custom', [1], 6]],
   );
   assert.deepEqual(p.parseTensorManifest(JSON.stringify(set)), m);
   assert.throws(() => p.parseTensorManifest({ ...m, version: 9 }), { code: 'ERR_PENSTOCK_IPC_BAD_MANIFEST' });
   assert.throws(() => p.parseTensorManifest('{'), { code: 'ERR_PENSTOCK_IPC_BAD_MANIFEST' });
   assert.throws(() => p.parseTensorManifest({ ...m, slab: { ...m.slab, version: 0 } }), { code: 'ERR_PENSTOCK_IPC_BAD_HANDLE' });
   assert.throws(() => p.openTensorManifest(m), { code: 'ERR_PENSTOCK_IPC_SAME_PROCESS' });
+});
+
+test('every dtype of the tensor files sizes its manifest records: byte lengths from DTYPE_BITS, C strides', () => {
+  using slab = p.DeviceBuffer.alloc(4096);
+  const records = p.DTYPES.map((dtype, i) => ({ name: `t.${dtype}`, dtype, shape: [2, 6], byteOffset: 128 * i }));
+  using set = p.buildTensorManifest(slab, records);
+  assert.deepEqual(
+    set.manifest.tensors.map((t) => [t.dtype, t.strides, t.byteLength]),
+    p.DTYPES.map((dtype) => [dtype, [6, 1], (12 * p.DTYPE_BITS[dtype]) / 8]),
+  );
+  // Zero-size tensors take the loader's strides too.
+  using empty = p.buildTensorManifest(slab, [{ name: 'e', dtype: 'F32', shape: [3, 0, 2], byteOffset: 0 }]);
+  assert.deepEqual(empty.manifest.tensors[0], { name: 'e', dtype: 'F32', shape: [3, 0, 2], strides: p.contiguousStrides([3, 0, 2]), byteOffset: 0, byteLength: 0 });
+});
+
+test('exportTensorSet: a loaded set in one call, its layout and merged metadata; what it refuses', async () => {
+  const dir = tmpDir();
+  const specs = [
+    { name: 'w', dtype: 'BF16' as const, shape: [4, 8] },
+    { name: 'b', dtype: 'F32' as const, shape: [8] },
+    { name: 'n', dtype: 'I64' as const, shape: [] },
+  ];
+  const file = path.join(dir, 'export-set.safetensors');
+  writeSafetensors(file, specs, { metadata: { format: 'pt', step: '7' } });
+  const free0 = p.memoryInfo(0).free;
+  const set = await p.loadTensors(file);
+  const e = p.exportTensorSet(set);
+  assert.deepEqual(e.manifest.tensors, set.layout());
+  assert.deepEqual(e.manifest.metadata, { format: 'pt', step: '7' });
+  assert.equal(e.manifest.slab.offset + e.manifest.slab.size, e.manifest.slab.allocationSize);
+  assert.equal(e.manifest.slab.size, (set.slab as import('../src/index.js').DeviceBuffer).byteLength);
+  assert.deepEqual(p.parseTensorManifest(JSON.stringify(e)), e.manifest);
+  const bare = p.exportTensorSet(set, { metadata: {} });
+  assert.equal(bare.manifest.metadata, undefined, '{} leaves it out');
+  // The exports hold the slab past free() until the last release, as any export does.
+  const held = free0 - p.memoryInfo(0).free;
+  assert.ok(held > 0);
+  set.free();
+  assert.throws(() => p.exportTensorSet(set), { code: 'ERR_PENSTOCK_TENSOR_SET_FREED' });
+  assert.equal(free0 - p.memoryInfo(0).free, held);
+  e.release();
+  assert.equal(free0 - p.memoryInfo(0).free, held, 'the second export still holds it');
+  bare.release();
+  assert.equal(p.memoryInfo(0).free, free0);
+  assert.equal(p.liveIpcExports(), 0);
+  // Sharded files whose metadata disagree need it named; agreeing or disjoint keys merge.
+  const { index } = writeSharded(path.join(dir, 'export-shards'), specs, 3);
+  const shardFiles = fs.readdirSync(path.join(dir, 'export-shards')).filter((f) => f.endsWith('.safetensors')).sort();
+  writeSafetensors(path.join(dir, 'export-shards', shardFiles[0]!), [specs[0]!], { metadata: { format: 'pt', a: '1' } });
+  writeSafetensors(path.join(dir, 'export-shards', shardFiles[1]!), [specs[1]!], { metadata: { format: 'pt', b: '2' } });
+  using sharded = await p.loadTensors(index);
+  using merged = p.exportTensorSet(sharded);
+  assert.deepEqual(merged.manifest.metadata, { format: 'pt', a: '1', b: '2' });
+  writeSafetensors(path.join(dir, 'export-shards', shardFiles[2]!), [specs[2]!], { metadata: { format: 'np' } });
+  using disagreeing = await p.loadTensors(index);
+  assert.throws(() => p.exportTensorSet(disagreeing), { code: 'ERR_PENSTOCK_IPC_BAD_MANIFEST', message: /"format"/ });
+  using named = p.exportTensorSet(disagreeing, { metadata: { format: 'pt' } });
+  assert.deepEqual(named.manifest.metadata, { format: 'pt' });
+  assert.throws(() => p.exportTensorSet(disagreeing, { metadata: { n: 1 } as never }), { code: 'ERR_PENSTOCK_IPC_BAD_MANIFEST' });
+  // Host sets and things that are not sets.
+  using host = await p.loadTensors(file, { host: true });
+  assert.throws(() => p.exportTensorSet(host), { code: 'ERR_PENSTOCK_IPC_NOT_EXPORTABLE', message: /host memory/ });
+  assert.throws(() => p.exportTensorSet(e as never), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT' });
+  assert.throws(() => p.exportTensorSet(sharded, null as never), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT' });
 });

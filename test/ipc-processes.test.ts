@@ -9,8 +9,9 @@ import crypto from 'node:crypto';
 import path from 'node:path';
 import { test } from 'node:test';
 import fs from 'node:fs';
-import { loadCheckpoint, writeCheckpoint } from '../bench/ipc-checkpoint.js';
-import { fakeDriverDir, pattern, repoRoot, tmpDir, useFakeDriver } from './helpers.js';
+import { handOffShapes, writeCheckpointFile } from '../bench/tensor-checkpoints.js';
+import { fakeDriverDir, makeFile, pattern, repoRoot, tmpDir, useFakeDriver } from './helpers.js';
+import { fileTensors, writeSharded } from './tensor-writer.js';
 
 useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '2' });
 const p = await import('../src/index.js');
@@ -206,22 +207,82 @@ test('a tensor manifest opened in another process: every tensor\'s bytes, metada
   assert.deepEqual(r, { metadata: { format: 'pt' }, tensors: expected, mappings: 1, after: 0 });
 });
 
-test('a model-shaped safetensors checkpoint loaded by penstock: every tensor byte-exact in another process', async () => {
-  const c = writeCheckpoint(path.join(tmpDir(), 'ipc-small.safetensors'), { hidden: 64, intermediate: 160, vocab: 100, layers: 2 });
-  const { whole, slab } = await loadCheckpoint(c);
-  using _whole = whole;
-  using set = p.buildTensorManifest(slab, c.records);
+/** Child body: opens the manifest in args[0]; reports every tensor, the metadata, pinned memory and mappings. */
+const openManifest = `
+  const set = p.openTensorManifest(args[0]);
+  const out = { tensors: {}, metadata: set.metadata, pinned: p.runtimeInfo().pinnedBytes, mappings: mappings() };
+  for (const [name, t] of set.tensors) out.tensors[name] = [t.dtype, t.shape, t.strides, sha(await t.buffer.toBuffer())];
+  set.close();
+  out.after = mappings();
+  console.log(JSON.stringify(out));`;
+
+test('exportTensorSet: a model-shaped checkpoint from loadTensors, every tensor byte-exact in another process; the export outlives free() until release', async () => {
+  const file = path.join(tmpDir(), 'ipc-small.safetensors');
+  const shapes = handOffShapes({ hidden: 64, intermediate: 160, vocab: 100, layers: 2 });
+  writeCheckpointFile(file, shapes);
+  const free0 = p.memoryInfo(0).free;
+  const set = await p.loadTensors(file);
+  const exported = p.exportTensorSet(set);
+  assert.deepEqual(exported.manifest.tensors, set.layout());
+  // What the other process must see: the file's bytes (cut by its header), dtype and shape as written, C order.
+  const bytes = fileTensors(file);
+  const expected: Record<string, unknown> = {};
+  for (const t of shapes) expected[t.name] = [t.dtype, t.shape, p.contiguousStrides(t.shape), sha(bytes.get(t.name)!)];
+  assert.equal(Object.keys(expected).length, 2 * 9 + 3 + 5);
+  const want = { tensors: expected, metadata: { format: 'pt' }, pinned: 0, mappings: 1, after: 0 };
+  assert.deepEqual(child(openManifest, [JSON.stringify(exported)]), want);
+  set.free();
+  assert.equal(p.liveIpcExports(), 1);
+  assert.deepEqual(child(openManifest, [JSON.stringify(exported)]), want, 'after set.free() the export still holds the slab');
+  exported.release();
+  assert.equal(p.memoryInfo(0).free, free0, 'released: the slab is freed');
+});
+
+test('exportTensorSet over a sharded checkpoint: one slab for every shard, tensors byte-exact, metadata as given', async () => {
+  const dir = path.join(tmpDir(), 'ipc-sharded');
+  const { index, files, tensors } = writeSharded(dir, [
+    { name: 'a.weight', dtype: 'BF16', shape: [33, 7] },
+    { name: 'b.bias', dtype: 'F32', shape: [5] },
+    { name: 'c.table', dtype: 'I64', shape: [3, 2] },
+    { name: 'd.flags', dtype: 'BOOL', shape: [9] },
+    { name: 'e.packed', dtype: 'F4', shape: [6] },
+  ], 3, { metadata: { format: 'pt' } });
+  assert.equal(files.length, 3);
+  using set = await p.loadTensors(index);
+  using exported = p.exportTensorSet(set, { metadata: { source: 'test' } });
+  const r = child(openManifest, [JSON.stringify(exported)]);
+  const expected: Record<string, unknown> = {};
+  for (const t of tensors) expected[t.name] = [t.dtype, t.shape, p.contiguousStrides(t.shape), sha(t.data)];
+  assert.deepEqual(r, { tensors: expected, metadata: { source: 'test' }, pinned: 0, mappings: 1, after: 0 });
+});
+
+test('memory mapped from another process takes file reads on both device routes; the first one prepares the GPU there', async () => {
+  const { file, data } = makeFile(MiB(3) + 11, 27);
+  using buf = p.DeviceBuffer.alloc(MiB(4));
+  await buf.copyFrom(pattern(MiB(4), 28));
+  const begin = 4096;
+  using e = p.exportDeviceBuffer(buf.subarray(begin));
   const r = child(
-    `const set = p.openTensorManifest(args[0]); const out = {};
-     for (const [name, t] of set.tensors) out[name] = sha(await t.buffer.toBuffer());
-     set.close(); console.log(JSON.stringify(out));`,
-    [JSON.stringify(set)],
+    `const b = p.importDeviceBuffer(args[0]);
+     const out = { pinnedBefore: p.runtimeInfo().pinnedBytes };
+     const f = await p.open(args[1]);
+     p.configure({ gdsThreshold: 1 << 20 });
+     await f.read(b, { size: 1000, targetOffset: 7 });            // below the threshold: staged
+     await f.read(b, { fileOffset: 1000, targetOffset: 1007 });   // the rest: cuFile
+     out.staged = f.stats().routes['posix-device'].bytes;
+     out.cufile = f.stats().routes.gds.bytes + f.stats().routes['cufile-compat'].bytes + f.stats().routes['cufile-unknown'].bytes;
+     out.prepared = p.runtimeInfo().pinnedBytes > 0;
+     await f.close();
+     b.free();
+     console.log(JSON.stringify(out));`,
+    [String(e), file],
   );
-  const file = fs.readFileSync(c.file);
-  const expected: Record<string, string> = {};
-  for (const t of c.records) expected[t.name] = sha(file.subarray(c.dataStart + t.byteOffset, c.dataStart + t.byteOffset + t.byteLength!));
-  assert.equal(Object.keys(expected).length, 2 * 9 + 8);
-  assert.deepEqual(r, expected);
+  assert.deepEqual(r, { pinnedBefore: 0, staged: 1000, cufile: data.length - 1000, prepared: true });
+  const now = await buf.toBuffer();
+  assert.ok(now.subarray(begin + 7, begin + 7 + data.length).equals(data), 'the file landed in the exporter\'s memory');
+  const before = pattern(MiB(4), 28);
+  assert.ok(now.subarray(0, begin + 7).equals(before.subarray(0, begin + 7)));
+  assert.ok(now.subarray(begin + 7 + data.length).equals(before.subarray(begin + 7 + data.length)));
 });
 
 function MiB(n: number): number {

@@ -1,30 +1,19 @@
 /**
- * Test-side writers of safetensors files, sharded checkpoints and .npy files, with knobs for
- * the odd layouts real files have (padding that misaligns the data, gaps, reversed order) and
- * for raw headers, so malformed files can be written too.
+ * Test-side safetensors files, sharded checkpoints and .npy files: small tensors with known bytes,
+ * in the odd layouts real files have (padding that misaligns the data, gaps, reversed order),
+ * written by the project's safetensors writer (bench/tensor-checkpoints.ts); and raw headers, so
+ * that malformed files can be written too.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import path from 'node:path';
-import { byteLengthOf, type Dtype } from '../src/index.js';
+import { writeSafetensorsFile, writeShards, type SafetensorsLayout, type TensorToWrite } from '../bench/tensor-checkpoints.js';
+import { byteLengthOf } from '../src/index.js';
 
-export interface TensorSpec {
-  name: string;
-  dtype: Dtype;
-  shape: number[];
-  /** The bytes (default: deterministic pseudo-random bytes of the right length). */
-  data?: Buffer;
-}
+/** A tensor to write; without `data`, {@link tensorBytes} of its name. */
+export type TensorSpec = TensorToWrite;
 
-export interface WriteOptions {
-  metadata?: Record<string, string>;
-  /** Spaces added after the JSON (any number: the data section then starts misaligned). */
-  padding?: number;
-  /** Bytes left between consecutive tensors. */
-  gap?: number;
-  /** Write the data in reverse header order. */
-  reverse?: boolean;
-}
+/** The layout knobs (bench/tensor-checkpoints.ts); `padding` defaults to none here, so the data section may start misaligned. */
+export type WriteOptions = Omit<SafetensorsLayout, 'sync'>;
 
 /** Deterministic bytes for a tensor (from its name). */
 export function tensorBytes(name: string, size: number): Buffer {
@@ -49,29 +38,7 @@ export function withData(specs: TensorSpec[]): Required<TensorSpec>[] {
 /** Writes a safetensors file; returns the tensors with their data and the data section's start. */
 export function writeSafetensors(file: string, specs: TensorSpec[], o: WriteOptions = {}): { tensors: Required<TensorSpec>[]; dataStart: number } {
   const tensors = withData(specs);
-  const order = o.reverse ? [...tensors].reverse() : tensors;
-  const offsets = new Map<string, [number, number]>();
-  let pos = 0;
-  for (const t of order) {
-    offsets.set(t.name, [pos, pos + t.data.length]);
-    pos += t.data.length + (o.gap ?? 0);
-  }
-  const header: Record<string, unknown> = {};
-  if (o.metadata) header.__metadata__ = o.metadata;
-  for (const t of tensors) header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: offsets.get(t.name) };
-  const json = Buffer.from(JSON.stringify(header) + ' '.repeat(o.padding ?? 0), 'utf8');
-  const dataStart = 8 + json.length;
-  const fd = fs.openSync(file, 'w');
-  try {
-    const len = Buffer.alloc(8);
-    len.writeBigUInt64LE(BigInt(json.length));
-    fs.writeSync(fd, len, 0, 8, 0);
-    fs.writeSync(fd, json, 0, json.length, 8);
-    for (const t of tensors) if (t.data.length) fs.writeSync(fd, t.data, 0, t.data.length, dataStart + offsets.get(t.name)![0]);
-    fs.ftruncateSync(fd, dataStart + Math.max(0, pos - (o.gap ?? 0)));
-  } finally {
-    fs.closeSync(fd);
-  }
+  const { dataStart } = writeSafetensorsFile(file, tensors, { ...o, padding: o.padding ?? 0 });
   return { tensors, dataStart };
 }
 
@@ -83,26 +50,11 @@ export function writeRawSafetensors(file: string, header: string | Buffer, dataB
   fs.writeFileSync(file, Buffer.concat([len, json, Buffer.alloc(dataBytes, 7)]));
 }
 
-/** Writes a sharded checkpoint of `shards` files and its index; returns the index path. */
+/** Writes a sharded checkpoint of `shards` files (tensors split by count, in order) and its index. */
 export function writeSharded(dir: string, specs: TensorSpec[], shards: number, o: WriteOptions = {}): { index: string; files: string[]; tensors: Required<TensorSpec>[] } {
-  fs.mkdirSync(dir, { recursive: true });
   const tensors = withData(specs);
-  const weightMap: Record<string, string> = {};
-  const files: string[] = [];
-  let total = 0;
-  for (let s = 0; s < shards; s++) {
-    const mine = tensors.filter((_, i) => Math.floor((i * shards) / tensors.length) === s);
-    const name = `model-${String(s + 1).padStart(5, '0')}-of-${String(shards).padStart(5, '0')}.safetensors`;
-    writeSafetensors(path.join(dir, name), mine, o);
-    files.push(path.join(dir, name));
-    for (const t of mine) {
-      weightMap[t.name] = name;
-      total += t.data.length;
-    }
-  }
-  const index = path.join(dir, 'model.safetensors.index.json');
-  fs.writeFileSync(index, JSON.stringify({ metadata: { total_size: total }, weight_map: weightMap }, null, 2));
-  return { index, files, tensors };
+  const groups = Array.from({ length: shards }, (_, s) => tensors.filter((_, i) => Math.floor((i * shards) / tensors.length) === s));
+  return { ...writeShards(dir, groups, (file, group) => writeSafetensors(file, [...group], o)), tensors };
 }
 
 /** Writes a .npy file of the given version with a raw descr; data is written as given. */
@@ -118,4 +70,15 @@ export function writeNpy(file: string, descr: string, shape: number[], data: Buf
   if (version === 1) head.writeUInt16LE(dict.length, 8);
   else head.writeUInt32LE(dict.length, 8);
   fs.writeFileSync(file, Buffer.concat([head, Buffer.from(dict, version === 3 ? 'utf8' : 'latin1'), data]));
+}
+
+/** Every tensor's bytes in a safetensors file, cut by its header's offsets (without penstock's parser). */
+export function fileTensors(file: string): Map<string, Buffer> {
+  const bytes = fs.readFileSync(file);
+  const headerLength = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + headerLength).toString('utf8')) as Record<string, { data_offsets: [number, number] }>;
+  const out = new Map<string, Buffer>();
+  for (const [name, entry] of Object.entries(header))
+    if (name !== '__metadata__') out.set(name, bytes.subarray(8 + headerLength + entry.data_offsets[0], 8 + headerLength + entry.data_offsets[1]));
+  return out;
 }

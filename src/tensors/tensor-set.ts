@@ -10,8 +10,11 @@ import type { Dtype } from './dtypes.js';
 import { formatError } from './errors.js';
 import type { PlannedTensor } from './load-plan.js';
 
-/** One tensor of a set. */
-export interface TensorView {
+/**
+ * Where a tensor lies in the slab: exactly the fields another process needs to map it (the
+ * records of a hand-off manifest, `exportTensorSet`).
+ */
+export interface TensorLayoutEntry {
   /** The tensor's name. */
   name: string;
   /** Its safetensors dtype name, e.g. `BF16`. */
@@ -24,6 +27,10 @@ export interface TensorView {
   byteOffset: number;
   /** Bytes the tensor spans in the slab. */
   byteLength: number;
+}
+
+/** One tensor of a set: its place in the slab, where it came from, and its memory. */
+export interface TensorView extends TensorLayoutEntry {
   /** The file it came from, and where in it. */
   path: string;
   /** Absolute byte offset of the loaded bytes in that file. */
@@ -32,22 +39,6 @@ export interface TensorView {
   rows?: { begin: number; end: number; of: number };
   /** The tensor's memory: a view of the slab (GPU: a `DeviceBuffer`; host: a `Uint8Array`). */
   data: DeviceBuffer | Uint8Array;
-}
-
-/** The fields another process needs to map a tensor out of the slab (for a hand-off manifest). */
-export interface TensorLayoutEntry {
-  /** The tensor's name. */
-  name: string;
-  /** Its safetensors dtype name. */
-  dtype: Dtype;
-  /** Dimensions in elements as loaded. */
-  shape: number[];
-  /** Element strides (C order unless the file stored Fortran order). */
-  strides: number[];
-  /** Byte offset in the slab. */
-  byteOffset: number;
-  /** Bytes the tensor spans in the slab. */
-  byteLength: number;
 }
 
 /** What one file's reads did. */

@@ -11,9 +11,10 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
-import { DeviceBuffer, buildTensorManifest, exportDeviceBuffer, importDeviceBuffer, parseSize } from '../../src/index.js';
-import { loadCheckpoint, shapeFor, writeCheckpoint, type Checkpoint } from '../../bench/ipc-checkpoint.js';
+import { DeviceBuffer, exportDeviceBuffer, exportTensorSet, importDeviceBuffer, loadTensors, parseSize } from '../../src/index.js';
+import { decoderDimsFor, handOffShapes, writeCheckpointFile } from '../../bench/tensor-checkpoints.js';
 import { pattern, repoRoot, tmpDir } from '../helpers.js';
+import { fileTensors } from '../tensor-writer.js';
 import { gpuOrSkip } from './guard.js';
 
 const python = process.env.PENSTOCK_PYTHON ?? 'python3';
@@ -47,10 +48,14 @@ function nodeChild(body: string, args: string[]): Record<string, unknown> {
   return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as Record<string, unknown>;
 }
 
-let checkpoint: Checkpoint | undefined;
-function modelCheckpoint(): Checkpoint {
-  const size = parseSize(process.env.PENSTOCK_IPC_CHECKPOINT_SIZE ?? '512MiB');
-  checkpoint ??= writeCheckpoint(path.join(tmpDir(), 'ipc-model.safetensors'), shapeFor(size));
+let checkpoint: string | undefined;
+/** A model-shaped safetensors file (written once), for every test here. */
+function modelCheckpoint(): string {
+  if (!checkpoint) {
+    const size = parseSize(process.env.PENSTOCK_IPC_CHECKPOINT_SIZE ?? '512MiB');
+    checkpoint = path.join(tmpDir(), 'ipc-model.safetensors');
+    writeCheckpointFile(checkpoint, handOffShapes(decoderDimsFor(size)));
+  }
   return checkpoint;
 }
 
@@ -87,51 +92,49 @@ describe('GPU: CUDA IPC', () => {
     assert.ok(now.subarray(begin + 4096).equals(data.subarray(begin + 4096)));
   });
 
-  test('Node → Node: a model-shaped checkpoint through a manifest, every tensor byte-exact', async (t) => {
+  test('Node → Node: a model-shaped checkpoint loaded and exported in one call, every tensor byte-exact', async (t) => {
     if (!gpuOrSkip(t)) return;
-    const c = modelCheckpoint();
-    const { whole, slab } = await loadCheckpoint(c);
-    using _whole = whole;
+    const file = modelCheckpoint();
+    using tensors = await loadTensors(file);
     const t0 = performance.now();
-    using set = buildTensorManifest(slab, c.records);
+    using exported = exportTensorSet(tensors);
     const exportMs = performance.now() - t0;
-    const file = fs.readFileSync(c.file);
     // Through a file: a large manifest is longer than one command-line argument may be.
     const manifest = path.join(tmpDir(), 'ipc-manifest-node.json');
-    fs.writeFileSync(manifest, JSON.stringify(set));
+    fs.writeFileSync(manifest, JSON.stringify(exported));
     const r = nodeChild(
       `const text = (await import('node:fs')).readFileSync(args[0], 'utf8');
+       p.memoryInfo(0); // the context first: what follows is the opening alone
        const t0 = performance.now(); const set = p.openTensorManifest(text); const openMs = performance.now() - t0;
+       const pinned = p.runtimeInfo().pinnedBytes;
        const hashes = {}; for (const [name, t] of set.tensors) hashes[name] = sha(await t.buffer.toBuffer());
-       set.close(); console.log(JSON.stringify({ openMs, hashes }));`,
+       set.close(); console.log(JSON.stringify({ openMs, pinned, hashes }));`,
       [manifest],
     );
+    const expected = fileTensors(file);
     const hashes = r.hashes as Record<string, string>;
-    for (const rec of c.records) {
-      const start = c.dataStart + rec.byteOffset;
-      assert.equal(hashes[rec.name], sha(file.subarray(start, start + rec.byteLength!)), rec.name);
-    }
-    assert.equal(Object.keys(hashes).length, c.records.length);
-    t.diagnostic(`${c.records.length} tensors, ${c.bytes} bytes: export ${exportMs.toFixed(2)} ms, open in the other process ${(r.openMs as number).toFixed(2)} ms`);
+    for (const [name, bytes] of expected) assert.equal(hashes[name], sha(bytes), name);
+    assert.equal(Object.keys(hashes).length, expected.size);
+    assert.equal(r.pinned, 0, 'opening pinned no host memory');
+    t.diagnostic(`${tensors.size} tensors, ${fs.statSync(file).size} bytes: export ${exportMs.toFixed(2)} ms, open in the other process (context already made) ${(r.openMs as number).toFixed(2)} ms`);
   });
 
   for (const mode of ['torch', 'cupy'] as const) {
     test(`Node → Python (${mode}): every tensor bitwise equal to safetensors.torch.load_file, no copy`, async (t) => {
       if (!pythonOrSkip(t, mode === 'torch' ? ['torch', 'safetensors'] : ['torch', 'safetensors', 'cupy'])) return;
-      const c = modelCheckpoint();
-      const { whole, slab } = await loadCheckpoint(c);
-      using _whole = whole;
-      using set = buildTensorManifest(slab, c.records);
+      const file = modelCheckpoint();
+      using tensors = await loadTensors(file);
+      using exported = exportTensorSet(tensors);
       const manifest = path.join(tmpDir(), `ipc-manifest-${mode}.json`);
-      fs.writeFileSync(manifest, JSON.stringify(set));
-      const r = spawnSync(python, [script, manifest, '--safetensors', c.file, '--mode', mode], { encoding: 'utf8', timeout: 600_000 });
+      fs.writeFileSync(manifest, JSON.stringify(exported));
+      const r = spawnSync(python, [script, manifest, '--safetensors', file, '--mode', mode], { encoding: 'utf8', timeout: 600_000 });
       const out = JSON.parse(r.stdout.trim().split('\n').at(-1) ?? '{}') as Record<string, number | boolean | unknown[]>;
       assert.equal(r.status, 0, `${r.stderr}\n${r.stdout}`);
       assert.equal(out.ok, true);
-      assert.equal(out.tensors, c.records.length);
+      assert.equal(out.tensors, tensors.size);
       assert.equal(out.mismatchCount, 0);
       assert.equal(out.allocatedGrowth, 0, 'torch allocated nothing for the opened tensors');
-      assert.ok((out.deviceFreeDrop as number) < (c.bytes as number) / 4, `GPU memory dropped by ${out.deviceFreeDrop} bytes: a copy?`);
+      assert.ok((out.deviceFreeDrop as number) < fs.statSync(file).size / 4, `GPU memory dropped by ${out.deviceFreeDrop} bytes: a copy?`);
       t.diagnostic(JSON.stringify(out));
     });
   }
