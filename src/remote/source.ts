@@ -15,7 +15,7 @@ import { resolveS3Config, type CredentialSource, type S3Options } from './creden
 import { RemoteError } from './errors.js';
 import { ConnectionPool, requestRange, type BodySink, type ObjectIdentity, type RangeRequest } from './http.js';
 import { withRetries, type Attempts } from './retry.js';
-import { REMOTE_SETTINGS, remoteSettings, type RemoteSettings } from './settings.js';
+import { REMOTE_SETTING_NAMES, remoteSettings, type RemoteSettings } from './settings.js';
 import { buildRequest, type RequestSpec } from './request-spec.js';
 import { destination, ParseWorkers, type Destination } from './parse-workers.js';
 import { StagingSlots } from './staging.js';
@@ -400,6 +400,6 @@ export async function openRemote(url: string, options: OpenRemoteOptions = {}): 
 
 function settingsOf(o: OpenRemoteOptions): Partial<RemoteSettings> {
   const out: Partial<RemoteSettings> = {};
-  for (const { key } of REMOTE_SETTINGS) if (o[key] !== undefined) out[key] = o[key];
+  for (const key of REMOTE_SETTING_NAMES) if (o[key] !== undefined) (out as Record<string, unknown>)[key] = o[key];
   return out;
 }
