@@ -2,8 +2,8 @@
  * The program of a remote-read worker thread (`remoteWorkers` > 0): it makes the ranged requests
  * of the pieces it is sent on its own kept-alive connections, checks and parses the answers on its
  * own event loop, and puts the bytes where they go: into the GPU (through its own pinned slots and
- * the addon's host-to-device copy to the target's address), into a SharedArrayBuffer target, or into a
- * fresh ArrayBuffer handed back to the main thread. Only plain data crosses threads.
+ * the addon's host-to-device copy to the target's address) or into a SharedArrayBuffer target.
+ * Only plain data crosses threads.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { native } from '../binding.js';
@@ -28,15 +28,11 @@ export interface WorkerInit {
 }
 
 /** One piece to fetch: `[start, end)` of the object, and where its bytes go. */
-export type WorkerJob = { type: 'fetch'; id: number; start: number; end: number } & (
-  | { into: 'device'; device: number; ptr: bigint }
-  | { into: 'shared'; buffer: SharedArrayBuffer; offset: number }
-  | { into: 'return' }
-);
+export type WorkerJob = { type: 'fetch'; id: number; start: number; end: number } & ({ into: 'device'; device: number; ptr: bigint } | { into: 'shared'; buffer: SharedArrayBuffer; offset: number });
 
 /** A worker's answer for one piece. */
 export type WorkerReply =
-  | { type: 'done'; id: number; counts: Attempts; bytes?: ArrayBuffer }
+  | { type: 'done'; id: number; counts: Attempts }
   | { type: 'error'; id: number; counts: Attempts; error: { name: string; code: string; message: string; status?: number; serverCode?: string; attempts?: number; region?: string } };
 
 function run(init: WorkerInit): void {
@@ -82,13 +78,8 @@ function run(init: WorkerInit): void {
         }
         return { type: 'done', id: job.id, counts };
       }
-      if (job.into === 'shared') {
-        await fetchInto(job, new Uint8Array(job.buffer, job.offset, len), counts, ac.signal);
-        return { type: 'done', id: job.id, counts };
-      }
-      const bytes = new ArrayBuffer(len);
-      await fetchInto(job, new Uint8Array(bytes), counts, ac.signal);
-      return { type: 'done', id: job.id, counts, bytes };
+      await fetchInto(job, new Uint8Array(job.buffer, job.offset, len), counts, ac.signal);
+      return { type: 'done', id: job.id, counts };
     } catch (e) {
       const x = e as Error & { code?: string };
       const error: Extract<WorkerReply, { type: 'error' }>['error'] = { name: x.name, code: x.code ?? 'ERR_PENSTOCK_INTERNAL', message: x instanceof RemoteError ? x.baseMessage : x.message };
@@ -108,7 +99,7 @@ function run(init: WorkerInit): void {
       staging?.free();
       port.close();
     } else {
-      void handle(m).then((reply) => port.postMessage(reply, reply.type === 'done' && reply.bytes ? [reply.bytes] : []));
+      void handle(m).then((reply) => port.postMessage(reply));
     }
   });
 }

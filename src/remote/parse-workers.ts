@@ -1,7 +1,7 @@
 /**
  * Remote reads with HTTP parsed in worker threads (`remoteWorkers` > 0): the main thread only
  * hands out pieces and collects answers; the workers (parse-worker-main.ts) make the requests,
- * check them and move the bytes, into the GPU themselves.
+ * check them and move the bytes, into the GPU themselves or into shared memory.
  */
 import { Worker } from 'node:worker_threads';
 import { DeviceBuffer } from '../device-buffer.js';
@@ -11,7 +11,7 @@ import type { WorkerInit, WorkerJob, WorkerReply } from './parse-worker-main.js'
 import type { Attempts } from './retry.js';
 
 /** Where a piece's bytes go. */
-export type Destination = { into: 'device'; device: number; ptr: bigint } | { into: 'shared'; buffer: SharedArrayBuffer; offset: number } | { into: 'return' };
+export type Destination = { into: 'device'; device: number; ptr: bigint } | { into: 'shared'; buffer: SharedArrayBuffer; offset: number };
 type JobBody = { start: number; end: number } & Destination;
 
 interface Pending {
@@ -91,11 +91,12 @@ export class ParseWorkers {
   }
 }
 
-/** Where a read's pieces go, for the workers. */
-export function destination(target: DeviceBuffer | Uint8Array, targetOffset: number, at: number): Destination {
-  if (target instanceof DeviceBuffer) return { into: 'device', device: target.device, ptr: target.ptr + BigInt(targetOffset + at) };
-  // `target` is a Uint8Array penstock built itself (regionBytes), so its buffer and offset are the engine's.
-  if (typeof SharedArrayBuffer !== 'undefined' && target.buffer instanceof SharedArrayBuffer)
-    return { into: 'shared', buffer: target.buffer, offset: target.byteOffset + targetOffset + at };
-  return { into: 'return' };
+/** A piece's place in GPU memory, for the workers: the device and the address. */
+export function intoDevice(target: DeviceBuffer, offset: number): Destination {
+  return { into: 'device', device: target.device, ptr: target.ptr + BigInt(offset) };
+}
+
+/** A piece's place in shared host memory (`bytes` is a view penstock built itself, by regionBytes). */
+export function intoShared(bytes: Uint8Array, at: number): Destination {
+  return { into: 'shared', buffer: bytes.buffer as SharedArrayBuffer, offset: bytes.byteOffset + at };
 }

@@ -17,7 +17,7 @@ import { ConnectionPool, requestRange, type BodySink, type ObjectIdentity, type 
 import { withRetries, type Attempts } from './retry.js';
 import { REMOTE_SETTING_NAMES, remoteSettings, type RemoteSettings } from './settings.js';
 import { buildRequest, type RequestSpec } from './request-spec.js';
-import { destination, ParseWorkers, type Destination } from './parse-workers.js';
+import { intoDevice, intoShared, ParseWorkers, type Destination } from './parse-workers.js';
 import { StagingSlots } from './staging.js';
 import { globalRemoteStats, RemoteStatsBook, type RemoteOpRecord, type RemoteRoute, type RemoteStatsSnapshot } from './stats.js';
 import { parseRemoteUrl, redactUrl, s3ObjectUrl } from './url.js';
@@ -208,7 +208,10 @@ export class RemoteObject {
       } else {
         const region = hostRegion(target, 'target');
         const bytes = regionBytes(region, targetOffset, size);
-        const fetchAll = () => this.#fetchAll(pieces, counts, signal, options.onProgress, async (p) => (chunk, off) => bytes.set(chunk, p.at + off), (p) => destination(bytes, 0, p.at));
+        // Worker threads can write only into shared memory; any other host memory is written
+        // here, where its one copy (from the connection's read buffer) has to happen anyway.
+        const shared = this.#parse !== undefined && bytes.buffer instanceof SharedArrayBuffer;
+        const fetchAll = () => this.#fetchAll(pieces, counts, signal, options.onProgress, async (p) => (chunk, off) => bytes.set(chunk, p.at + off), shared ? (p) => intoShared(bytes, p.at) : undefined);
         await (region.pinned ? region.pinned.use(fetchAll) : fetchAll());
       }
     } catch (e) {
@@ -223,7 +226,7 @@ export class RemoteObject {
     if (this.#parse) {
       // The workers copy to the GPU themselves, through their own pinned slots.
       const unused = async (): Promise<BodySink> => () => undefined;
-      return this.#fetchAll(pieces, counts, signal, onProgress, unused, (p) => destination(target, targetOffset, p.at));
+      return this.#fetchAll(pieces, counts, signal, onProgress, unused, (p) => intoDevice(target, targetOffset + p.at));
     }
     this.#staging ??= new StagingSlots(this.#settings.remoteRangeSize, this.#settings.remoteConcurrency + 4);
     const staging = this.#staging;
@@ -293,8 +296,7 @@ export class RemoteObject {
       while (next < pieces.length && !inner.signal.aborted) {
         const p = pieces[next++]!;
         if (inWorker && this.#parse) {
-          const reply = await this.#parse.run({ start: p.start, end: p.end, ...inWorker(p) }, counts, inner.signal);
-          if (reply.bytes) (await sinkFor(p))(Buffer.from(reply.bytes), 0);
+          await this.#parse.run({ start: p.start, end: p.end, ...inWorker(p) }, counts, inner.signal);
           done += p.end - p.start;
           progress();
           continue;
