@@ -282,16 +282,23 @@ function framingOf(head: ResponseHead, toHead: boolean): Framing | string {
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
+/** Why a header field cannot be sent as given (a name that is no token, a value with CR, LF or NUL), or undefined. */
+export function headerProblem(name: string, value: unknown): string | undefined {
+  if (!TOKEN.test(name)) return `the header name ${JSON.stringify(name)} is not an HTTP token`;
+  if (typeof value !== 'string') return `the value of header ${name} is not a string`;
+  if (!FIELD_VALUE.test(value)) return `the value of header ${name} holds a character HTTP does not allow (CR, LF, NUL or another control)`;
+  return undefined;
+}
+
 /** The request's bytes; throws a TypeError for a header name or value that cannot be sent. */
 export function requestText(method: string, url: URL, headers: Record<string, string>): string {
   let text = `${method} ${url.pathname || '/'}${url.search} HTTP/1.1\r\n`;
   let host = false;
   for (const [name, value] of Object.entries(headers)) {
-    if (!TOKEN.test(name)) throw new TypeError(`Invalid header name ${JSON.stringify(name)}`);
-    const v = String(value);
-    if (!FIELD_VALUE.test(v)) throw new TypeError(`Invalid character in the value of header ${name}`);
+    const problem = headerProblem(name, value);
+    if (problem) throw new TypeError(problem);
     if (name.toLowerCase() === 'host') host = true;
-    text += `${name}: ${v}\r\n`;
+    text += `${name}: ${value}\r\n`;
   }
   if (!host) text += `Host: ${url.host}\r\n`;
   return `${text}\r\n`;

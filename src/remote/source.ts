@@ -13,6 +13,7 @@ import { hostRegion, isHostMemory, regionBytes } from '../host-memory.js';
 import { checkLength, checkRange, describe } from '../validate.js';
 import { resolveS3Config, type CredentialSource, type S3Options } from './credentials.js';
 import { RemoteError } from './errors.js';
+import { headerProblem } from './connection.js';
 import { ConnectionPool, requestRange, type BodySink, type ObjectIdentity, type RangeRequest } from './http.js';
 import { withRetries, type Attempts } from './retry.js';
 import { REMOTE_SETTING_NAMES, remoteSettings, type RemoteSettings } from './settings.js';
@@ -370,6 +371,13 @@ export async function openRemote(url: string, options: OpenRemoteOptions = {}): 
     spec = { url: target.href, ...(creds ? { s3: { credentials: creds, region: cfg.region } } : {}) };
   } else {
     name = redactUrl(addr.url);
+    for (const [k, v] of Object.entries(options.headers ?? {})) {
+      const problem = headerProblem(k, v);
+      if (problem) {
+        pool.destroy();
+        throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `headers: ${problem}`);
+      }
+    }
     info = { kind: 'http', url: name, signed: addr.presigned };
     spec = { url: addr.url.href, headers: { ...(options.headers ?? {}) } };
   }
