@@ -87,11 +87,14 @@ export interface Settings {
   /** Remote reads: first retry delay in milliseconds; doubles per attempt (capped at 20 s), with full jitter. Default 100. */
   remoteRetryBaseMs: number;
   /**
-   * Remote reads: worker threads per object that make the requests and parse the answers, moving
-   * the bytes themselves (into the GPU through their own pinned slots). 0: the main thread does
-   * it. The default and its measurements are in docs/remote.md.
+   * Remote reads: worker threads (shared by every remote object of the process) that make the
+   * requests and parse the answers of reads into GPU memory and SharedArrayBuffers, moving the
+   * bytes themselves (into the GPU through their own pinned slots); other host memory is always
+   * written on the main thread. 0: the main thread does it all. `'auto'`: one per 8 cores, at most
+   * 4 (none below 8 cores), and none for an object opened with a `lookup` function. The default
+   * and its measurements are in docs/remote.md.
    */
-  remoteWorkers: number;
+  remoteWorkers: number | 'auto';
 }
 
 /** A `PENSTOCK_*` variable whose value cannot be used. */

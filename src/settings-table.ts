@@ -69,8 +69,23 @@ const isAutoOr = (test: (v: unknown) => boolean) => (v: unknown) => v === 'auto'
 const isPath = (v: unknown) => typeof v === 'string' && v.length > 0 && !v.includes('\0');
 
 function defaultThreads(): number {
-  const cores = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
-  return Math.min(64, Math.max(4, cores));
+  return Math.min(64, Math.max(4, availableCores()));
+}
+
+/**
+ * The default of `remoteWorkers`, the one line to change if measurements say otherwise
+ * (docs/remote.md): `'auto'` puts reads into GPU memory on worker threads on machines of 8 cores
+ * or more, where the main thread then stays free; 0 keeps every read on the main thread.
+ */
+const REMOTE_WORKERS_DEFAULT: number | 'auto' = 'auto';
+
+/** What `remoteWorkers: 'auto'` is on this machine: one per 8 cores, at most 4 (none below 8 cores). */
+export function autoRemoteWorkers(cores = availableCores()): number {
+  return Math.min(4, Math.floor(cores / 8));
+}
+
+function availableCores(): number {
+  return typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
 }
 
 const COMPAT_MODES: readonly CompatMode[] = ['auto', 'on', 'off'];
@@ -237,12 +252,12 @@ export const SETTINGS_TABLE: { readonly [K in keyof Settings]: SettingSpec<K> } 
   },
   remoteWorkers: {
     variable: 'PENSTOCK_REMOTE_WORKERS',
-    default: () => 0,
-    defaultText: '0',
-    accepts: 'an integer from 0 to 256',
-    parse: parseIntText,
-    valid: isIntIn(0, 256),
-    doc: 'Remote reads: worker threads per object that make the requests (0: the main thread).',
+    default: () => REMOTE_WORKERS_DEFAULT,
+    defaultText: String(REMOTE_WORKERS_DEFAULT),
+    accepts: "'auto', or an integer from 0 to 256",
+    parse: orAuto(parseIntText),
+    valid: isAutoOr(isIntIn(0, 256)),
+    doc: "Remote reads into GPU or shared memory: worker threads doing the HTTP (0: the main thread); 'auto': cores / 8, at most 4.",
   },
 };
 

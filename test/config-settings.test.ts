@@ -7,7 +7,7 @@ import { checkChanges, defaults, fromEnvironment, readEnvironment, suggest, vali
 import { configure, getConfig, openRemote } from '../src/index.js';
 import { remoteSettings } from '../src/remote/settings.js';
 import { RangeServer } from './remote-range-server.js';
-import { SETTING_NAMES, SETTINGS_TABLE, settingsTableMarkdown } from '../src/settings-table.js';
+import { autoRemoteWorkers, SETTING_NAMES, SETTINGS_TABLE, settingsTableMarkdown } from '../src/settings-table.js';
 import { repoRoot } from './helpers.js';
 
 describe('configure() input', () => {
@@ -120,11 +120,31 @@ describe('remote settings (rows of the same table)', () => {
     assert.throws(() => configure({ remoteRetrys: 2 } as never), { message: /did you mean 'remoteRetries'/ });
     assert.equal(configure({ remoteRetries: 9 }).remoteRetries, 9);
     assert.equal(remoteSettings().remoteRetries, 9);
-    assert.deepEqual(remoteSettings({ remoteRetries: 2, remoteConcurrency: 3 }), { ...pickRemote(getConfig()), remoteRetries: 2, remoteConcurrency: 3 });
+    assert.deepEqual(remoteSettings({ remoteRetries: 2, remoteConcurrency: 3, remoteWorkers: 1 }), { ...pickRemote(getConfig()), remoteRetries: 2, remoteConcurrency: 3, remoteWorkers: 1 });
     assert.throws(() => remoteSettings({ remoteConcurrency: 0 }), { code: 'ERR_PENSTOCK_INVALID_SETTING', message: /remoteConcurrency: 0/ });
     assert.throws(() => remoteSettings({ remoteRangeSize: '8MiB' as never }), { code: 'ERR_PENSTOCK_INVALID_SETTING' });
     configure(initial);
     assert.equal(remoteSettings().remoteRetries, initial.remoteRetries);
+  });
+
+  it("resolve remoteWorkers 'auto' from the cores, and to 0 for an object with a lookup function", async () => {
+    assert.deepEqual([1, 2, 7, 8, 15, 16, 31, 32, 64, 256].map((c) => autoRemoteWorkers(c)), [0, 0, 0, 1, 1, 2, 3, 4, 4, 4]);
+    assert.deepEqual(fromEnvironment({ PENSTOCK_REMOTE_WORKERS: 'auto' }), { remoteWorkers: 'auto' });
+    assert.throws(() => fromEnvironment({ PENSTOCK_REMOTE_WORKERS: 'some' }), { message: /PENSTOCK_REMOTE_WORKERS='some' is not valid: it accepts 'auto', or an integer from 0 to 256/ });
+    assert.equal(remoteSettings({ remoteWorkers: 'auto' }).remoteWorkers, autoRemoteWorkers());
+    assert.equal(remoteSettings({ remoteWorkers: 'auto' }, true).remoteWorkers, 0);
+    assert.equal(remoteSettings({ remoteWorkers: 3 }, true).remoteWorkers, 3);
+    // With 'auto', a lookup function keeps the object on the main thread; with a count it is refused.
+    const server = await new RangeServer().start();
+    try {
+      server.put('/object', Buffer.alloc(1000, 1));
+      const lookup = ((host: string, o: object, cb: (e: null, a: string, f: number) => void) => cb(null, '127.0.0.1', 4)) as never;
+      await using obj = await openRemote(server.url(), { remoteWorkers: 'auto', lookup });
+      assert.equal(obj.info.parseWorkers, 0);
+      await assert.rejects(openRemote(server.url(), { remoteWorkers: 2, lookup }), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT' });
+    } finally {
+      await server.stop();
+    }
   });
 
   it('reach the reads: configure() sets how many ranged GETs a read sends', async () => {

@@ -10,7 +10,8 @@ useFakeDriver();
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { RangeServer } from './remote-range-server.js';
-const { DeviceBuffer, openRemote, RemoteError } = await import('../src/index.js');
+const { DeviceBuffer, openRemote, RemoteError, runtimeInfo } = await import('../src/index.js');
+const { remoteWorkerThreads } = await import('../src/remote/parse-workers.js');
 
 const KiB = 1024;
 const server = new RangeServer();
@@ -106,6 +107,28 @@ describe('remote reads parsed in worker threads', () => {
     });
     assert.equal(await obj.read(dev), data.length);
     assert.ok((await dev.toBuffer()).equals(data));
+  });
+
+  it("objects share the process's workers, which forget each object (connections, pinned slots) when it closes", async () => {
+    const pinnedBefore = runtimeInfo().pinnedBytes;
+    const a = await openRemote(server.url(path), { ...opts, remoteWorkers: 3 });
+    const b = await openRemote(server.url(path), { ...opts, remoteWorkers: 3 });
+    using dev = DeviceBuffer.alloc(data.length);
+    const before = server.connections;
+    await Promise.all([a.read(dev), b.read(shared(data.length))]);
+    assert.equal(remoteWorkerThreads(), 3);
+    assert.ok((await dev.toBuffer()).equals(data));
+    // Slots in the workers for a's device read.
+    assert.ok(runtimeInfo().pinnedBytes > pinnedBefore);
+    // Each object's connections: ceil(4 / 3) = 2 per worker, 3 workers, at most.
+    assert.ok(server.connections - before <= 2 * 2 * 3, `${server.connections - before} connections`);
+    await a.close();
+    await b.close();
+    assert.equal(runtimeInfo().pinnedBytes, pinnedBefore);
+    // A later object reuses them.
+    await using c = await openRemote(server.url(path), { ...opts, remoteWorkers: 2 });
+    assert.equal(await c.read(dev), data.length);
+    assert.equal(remoteWorkerThreads(), 3);
   });
 
   it('a lookup function cannot go to workers: a typed error', async () => {

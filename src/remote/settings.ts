@@ -5,6 +5,7 @@
  */
 import { checkSetting, type Settings } from '../config.js';
 import { currentSettings } from '../runtime.js';
+import { autoRemoteWorkers } from '../settings-table.js';
 
 /** The names of the settings that shape remote reads. */
 export const REMOTE_SETTING_NAMES = ['remoteConcurrency', 'remoteRangeSize', 'remoteRetries', 'remoteTimeoutMs', 'remoteRetryBaseMs', 'remoteWorkers'] as const satisfies readonly (keyof Settings)[];
@@ -12,11 +13,16 @@ export const REMOTE_SETTING_NAMES = ['remoteConcurrency', 'remoteRangeSize', 're
 /** Settings that shape remote reads (see {@link Settings} for each). */
 export type RemoteSettings = Pick<Settings, (typeof REMOTE_SETTING_NAMES)[number]>;
 
+/** An object's remote settings with `'auto'` resolved. */
+export type ResolvedRemoteSettings = Omit<RemoteSettings, 'remoteWorkers'> & { remoteWorkers: number };
+
 /**
  * One object's settings: those in force (defaults, then `PENSTOCK_*` variables, then
  * `configure()`), then the ones in `changes` (the object's options); each checked.
+ * `remoteWorkers: 'auto'` becomes a count for this machine, or 0 when `mainThreadOnly` (an
+ * object opened with a `lookup` function, which cannot be sent to a worker).
  */
-export function remoteSettings(changes: Partial<RemoteSettings> = {}): RemoteSettings {
+export function remoteSettings(changes: Partial<RemoteSettings> = {}, mainThreadOnly = false): ResolvedRemoteSettings {
   const current = currentSettings();
   const out = {} as Record<keyof RemoteSettings, unknown>;
   for (const name of REMOTE_SETTING_NAMES) {
@@ -24,5 +30,6 @@ export function remoteSettings(changes: Partial<RemoteSettings> = {}): RemoteSet
     checkSetting(name, v);
     out[name] = v;
   }
-  return out as RemoteSettings;
+  if (out.remoteWorkers === 'auto') out.remoteWorkers = mainThreadOnly ? 0 : autoRemoteWorkers();
+  return out as ResolvedRemoteSettings;
 }

@@ -16,7 +16,7 @@ import { RemoteError } from './errors.js';
 import { headerProblem } from './connection.js';
 import { ConnectionPool, requestRange, type BodySink, type ObjectIdentity, type RangeRequest } from './http.js';
 import { withRetries, type Attempts } from './retry.js';
-import { REMOTE_SETTING_NAMES, remoteSettings, type RemoteSettings } from './settings.js';
+import { REMOTE_SETTING_NAMES, remoteSettings, type RemoteSettings, type ResolvedRemoteSettings } from './settings.js';
 import { buildRequest, type RequestSpec } from './request-spec.js';
 import { intoDevice, intoShared, ParseWorkers, type Destination } from './parse-workers.js';
 import { StagingSlots } from './staging.js';
@@ -71,7 +71,7 @@ export class RemoteObject {
   readonly info: RemoteInfo;
   readonly #size: number;
   readonly #identity: ObjectIdentity;
-  readonly #settings: RemoteSettings;
+  readonly #settings: ResolvedRemoteSettings;
   readonly #pool: ConnectionPool;
   readonly #request: (start: number, end: number) => RangeRequest;
   readonly #stats = new RemoteStatsBook();
@@ -81,7 +81,7 @@ export class RemoteObject {
   #closing: Promise<void> | undefined;
 
   /** @internal Use {@link openRemote}. */
-  constructor(init: { name: string; info: RemoteInfo; size: number; identity: ObjectIdentity; settings: RemoteSettings; pool: ConnectionPool; request: (start: number, end: number) => RangeRequest; parse?: ParseWorkers }) {
+  constructor(init: { name: string; info: RemoteInfo; size: number; identity: ObjectIdentity; settings: ResolvedRemoteSettings; pool: ConnectionPool; request: (start: number, end: number) => RangeRequest; parse?: ParseWorkers }) {
     this.name = init.name;
     this.info = init.info;
     this.#size = init.size;
@@ -354,9 +354,9 @@ export class RemoteObject {
  */
 export async function openRemote(url: string, options: OpenRemoteOptions = {}): Promise<RemoteObject> {
   const addr = parseRemoteUrl(url);
-  const settings = remoteSettings(settingsOf(options));
+  const settings = remoteSettings(settingsOf(options), options.lookup !== undefined);
   if (options.lookup && settings.remoteWorkers > 0)
-    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'lookup (a function) cannot reach worker threads: use it with remoteWorkers 0');
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', "lookup (a function) cannot reach worker threads: use it with remoteWorkers 0 or 'auto'");
   const pool = new ConnectionPool(settings.remoteConcurrency, options.lookup, options.ca);
   let spec: RequestSpec;
   let info: Omit<RemoteInfo, 'sizeFrom' | 'parseWorkers'>;
