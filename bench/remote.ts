@@ -16,7 +16,7 @@ import { median } from '../src/bench/stats.js';
 import { machineInfo, mainThreadCpuSeconds } from '../src/bench/system.js';
 import { DeviceBuffer, hasGpu, openRemote, presignS3Url, type Memory, type OpenRemoteOptions } from '../src/index.js';
 import { cudaUnavailableReason } from '../src/runtime.js';
-import { serveInChild } from '../test/remote-range-server.js';
+import { defaultServerProcesses, serveInChild } from '../test/remote-range-server.js';
 
 const MiB = 1024 * 1024;
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -41,8 +41,8 @@ const USAGE = `Usage: npm run bench:remote -- [options]
   --concurrency N      penstock's ranged GETs in flight (default 16)
   --range-size SIZE    bytes per ranged GET (default 8MiB)
   --workers LIST       remoteWorkers values beside the main thread's rows (default 2,4)
-  --server-processes N processes of the loopback range server (default cores / 4, 1 to 8), so
-                       that the server is not what limits the reader
+  --server-processes N processes of the loopback range server (default cores / 4, 1 to 8, as
+                       memory allows), so that the server is not what limits the reader
   --repeat N           timed repeats (default 3)
   --no-s3rver          skip the s3rver rows
   --json OUT           also write the rows as JSON
@@ -126,7 +126,7 @@ async function main(argv: string[]): Promise<number> {
   const rangeSize = v['range-size'] ? parseSizeArg(v['range-size'], '--range-size') : 8 * MiB;
   const workerCounts = v.workers ? parseIntList(v.workers, '--workers', 1, 256) : [2, 4];
   const repeat = v.repeat ? parseIntArg(v.repeat, '--repeat', 1, 100) : 3;
-  const serverProcesses = v['server-processes'] ? parseIntArg(v['server-processes'], '--server-processes', 1, 64) : Math.max(1, Math.min(8, Math.floor(os.availableParallelism() / 4)));
+  const serverProcesses = v['server-processes'] ? parseIntArg(v['server-processes'], '--server-processes', 1, 64) : defaultServerProcesses(size);
   const m = machineInfo();
   process.stdout.write(`penstock remote benchmark — ${os.hostname()}, ${m.cpuModel ?? 'CPU'} × ${os.availableParallelism()}, Node ${process.version}\n`);
   process.stdout.write(`GPU: ${gpu ? 'yes' : `no (${cudaUnavailableReason() ?? 'none usable'})`}; ranges ${formatSize(rangeSize)}, concurrency ${concurrency}, ${repeat} timed repeats after one untimed\n`);

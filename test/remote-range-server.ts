@@ -11,6 +11,7 @@ import cluster from 'node:cluster';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
 import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -286,6 +287,16 @@ function readWhole(file: string): Buffer {
   } finally {
     fs.closeSync(fd);
   }
+}
+
+/**
+ * How many processes serve an object of `size` bytes by default: a quarter of the cores (1 to 8),
+ * so that the server is not what limits the reader measured, but no more than a quarter of the
+ * memory can hold (each process has its own copy).
+ */
+export function defaultServerProcesses(size: number): number {
+  const byCores = Math.max(1, Math.min(8, Math.floor(os.availableParallelism() / 4)));
+  return Math.max(1, Math.min(byCores, Math.floor(os.totalmem() / 4 / Math.max(1, size))));
 }
 
 /**
