@@ -105,11 +105,18 @@ class Connection {
     this.socket.write(request, 'latin1');
   }
 
-  /** Ends the exchange early: the connection cannot be used again. */
+  /** Ends the exchange early (its owner does): the connection cannot be used again. */
   destroy(): void {
     this.#handler = undefined;
     this.#dead = true;
     this.socket.destroy();
+  }
+
+  /** Closes the connection under its exchange (the pool is closing): the exchange hears it closed. */
+  abandon(): void {
+    const h = this.#handler;
+    this.destroy();
+    h?.fail({ kind: 'closed', gotHead: this.#gotHead });
   }
 
   /** Whether the last exchange left the connection fit for another. */
@@ -396,7 +403,7 @@ export class ConnectionPool {
   /** Closes every connection, idle or not. */
   destroy(): void {
     this.#destroyed = true;
-    for (const open of this.#open.values()) for (const c of [...open]) c.destroy();
+    for (const open of this.#open.values()) for (const c of [...open]) c.abandon();
     this.#open.clear();
     this.#idle.clear();
     const waiting = [...this.#waiting.values()].flat();
