@@ -49,7 +49,11 @@ export interface RemoteInfo {
   addressing?: 'path' | 'virtual';
   /** How the size was found: `head` or `range-probe` (a 1-byte GET). */
   sizeFrom: 'head' | 'range-probe';
-  /** Worker threads that parse this object's responses (0: the main thread does). */
+  /**
+   * The process's worker threads this object's reads into GPU memory and SharedArrayBuffers use
+   * (`remoteWorkers`, `'auto'` resolved); 0: the main thread makes all its requests. Reads into
+   * other host memory run on the main thread either way.
+   */
   parseWorkers: number;
 }
 
