@@ -51,8 +51,6 @@ type Framing = { kind: 'none' } | { kind: 'length'; left: number } | { kind: 'ch
 class Connection {
   readonly socket: net.Socket;
   readonly origin: string;
-  /** Exchanges this connection has carried. */
-  uses = 0;
   #handler: ResponseHandler | undefined;
   #head = false;
   #state: 'idle' | 'head' | 'body' | 'chunk-size' | 'chunk-data' | 'chunk-end' | 'trailer' = 'idle';
@@ -94,7 +92,6 @@ class Connection {
 
   /** Starts an exchange: writes `request` and reads the response into `handler`. */
   exchange(request: string, head: boolean, handler: ResponseHandler): void {
-    this.uses++;
     this.#handler = handler;
     this.#head = head;
     this.#state = 'head';
