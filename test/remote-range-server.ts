@@ -341,7 +341,9 @@ if (process.argv[1] === fileURLToPath(import.meta.url) && process.argv[2] === '-
       if (code !== 0 && code !== null) process.exit(1);
     });
     stopWith(async () => {
+      const exited = workers.map((w) => new Promise((resolve) => (w.isDead() ? resolve(undefined) : w.once('exit', resolve))));
       for (const w of workers) w.kill('SIGTERM');
+      await Promise.race([Promise.all(exited), new Promise((resolve) => setTimeout(resolve, 5000))]);
     });
   } else {
     const data = values.file ? readWhole(values.file) : generatedBytes(Number(process.argv[3] ?? 1 << 30));
@@ -353,6 +355,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url) && process.argv[2] === '-
       if (cluster.isWorker) process.send!(served);
       else process.stdout.write(`${JSON.stringify({ ...served, processes: 1 })}\n`);
     });
-    stopWith(() => server.stop());
+    // A cluster worker just exits (closing its server would message the primary, which may be gone).
+    stopWith(cluster.isWorker ? async () => undefined : () => server.stop());
   }
 }
