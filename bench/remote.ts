@@ -13,9 +13,10 @@ import { fileURLToPath } from 'node:url';
 import { ArgError, parseCommandLine, parseIntArg, parseIntList, parseSizeArg } from '../src/bench/args.js';
 import { formatCpu, formatGBps, formatSize, textTable } from '../src/bench/format.js';
 import { median } from '../src/bench/stats.js';
-import { machineInfo } from '../src/bench/system.js';
+import { machineInfo, mainThreadCpuSeconds } from '../src/bench/system.js';
 import { DeviceBuffer, hasGpu, openRemote, presignS3Url, type Memory, type OpenRemoteOptions } from '../src/index.js';
 import { cudaUnavailableReason } from '../src/runtime.js';
+import { defaultServerProcesses, serveInChild } from '../test/remote-range-server.js';
 
 const MiB = 1024 * 1024;
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -24,10 +25,12 @@ const testDir = path.join(here, '../test');
 interface Row {
   server: string;
   method: string;
-  target: 'host' | 'device';
+  /** `shared host`: a SharedArrayBuffer, which worker threads write into themselves. */
+  target: 'host' | 'shared host' | 'device';
   bytes: number;
   gbps: number[];
   cpuPerGB: number;
+  mainCpuPerGB?: number;
   note?: string;
 }
 
@@ -38,14 +41,16 @@ const USAGE = `Usage: npm run bench:remote -- [options]
   --concurrency N      penstock's ranged GETs in flight (default 16)
   --range-size SIZE    bytes per ranged GET (default 8MiB)
   --workers LIST       remoteWorkers values beside the main thread's rows (default 2,4)
+  --server-processes N processes of the loopback range server (default cores / 4, 1 to 8, as
+                       memory allows), so that the server is not what limits the reader
   --repeat N           timed repeats (default 3)
   --no-s3rver          skip the s3rver rows
   --json OUT           also write the rows as JSON
 `;
 
-/** Starts a server program in its own process; resolves to its port. */
-function serve(script: string, size: number): Promise<{ port: number; child: ChildProcess }> {
-  const child = spawn(process.execPath, [path.join(testDir, script), '--serve', String(size)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+/** Starts s3rver in its own process; resolves to its port. */
+function serveS3rver(size: number): Promise<{ port: number; child: ChildProcess }> {
+  const child = spawn(process.execPath, [path.join(testDir, 'remote-s3rver.js'), '--serve', String(size)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
   return new Promise((resolve, reject) => {
     let text = '';
     child.stdout!.on('data', (d: Buffer) => {
@@ -53,14 +58,23 @@ function serve(script: string, size: number): Promise<{ port: number; child: Chi
       const m = /^(\d+)\n/.exec(text);
       if (m) resolve({ port: Number(m[1]), child });
     });
-    child.on('exit', (code) => reject(new Error(`${script} exited (${code}) before serving`)));
+    child.on('exit', (code) => reject(new Error(`remote-s3rver.js exited (${code}) before serving`)));
   });
 }
 
-async function timed(bytes: number, repeat: number, once: () => Promise<number>): Promise<{ gbps: number[]; cpuPerGB: number }> {
+interface Timed {
+  gbps: number[];
+  /** CPU seconds per GB of every thread of this process. */
+  cpuPerGB: number;
+  /** CPU seconds per GB of the main thread alone (undefined where it cannot be told). */
+  mainCpuPerGB?: number;
+}
+
+async function timed(bytes: number, repeat: number, once: () => Promise<number>): Promise<Timed> {
   await once();
   const gbps: number[] = [];
   let cpu = 0;
+  const m0 = mainThreadCpuSeconds();
   for (let i = 0; i < repeat; i++) {
     const c0 = process.cpuUsage();
     const t0 = performance.now();
@@ -71,7 +85,9 @@ async function timed(bytes: number, repeat: number, once: () => Promise<number>)
     cpu += (c.user + c.system) / 1e6;
     gbps.push(n / s / 1e9);
   }
-  return { gbps, cpuPerGB: cpu / ((bytes * repeat) / 1e9) };
+  const m1 = mainThreadCpuSeconds();
+  const gb = (bytes * repeat) / 1e9;
+  return { gbps, cpuPerGB: cpu / gb, ...(m0 !== undefined && m1 !== undefined ? { mainCpuPerGB: (m1 - m0) / gb } : {}) };
 }
 
 /** penstock's read of the whole object into `target`. */
@@ -97,7 +113,7 @@ async function main(argv: string[]): Promise<number> {
     args: argv, strict: true,
     options: {
       size: { type: 'string' }, 's3-size': { type: 'string' }, concurrency: { type: 'string' }, 'range-size': { type: 'string' },
-      workers: { type: 'string' }, repeat: { type: 'string' }, 'no-s3rver': { type: 'boolean' }, json: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+      workers: { type: 'string' }, 'server-processes': { type: 'string' }, repeat: { type: 'string' }, 'no-s3rver': { type: 'boolean' }, json: { type: 'string' }, help: { type: 'boolean', short: 'h' },
     },
   });
   if (v.help) {
@@ -110,45 +126,50 @@ async function main(argv: string[]): Promise<number> {
   const rangeSize = v['range-size'] ? parseSizeArg(v['range-size'], '--range-size') : 8 * MiB;
   const workerCounts = v.workers ? parseIntList(v.workers, '--workers', 1, 256) : [2, 4];
   const repeat = v.repeat ? parseIntArg(v.repeat, '--repeat', 1, 100) : 3;
+  const serverProcesses = v['server-processes'] ? parseIntArg(v['server-processes'], '--server-processes', 1, 64) : defaultServerProcesses(size);
   const m = machineInfo();
   process.stdout.write(`penstock remote benchmark — ${os.hostname()}, ${m.cpuModel ?? 'CPU'} × ${os.availableParallelism()}, Node ${process.version}\n`);
-  process.stdout.write(`GPU: ${gpu ? 'yes' : `no (${cudaUnavailableReason() ?? 'none usable'})`}; ranges ${formatSize(rangeSize)}, concurrency ${concurrency}, ${repeat} timed repeats after one untimed\n\n`);
+  process.stdout.write(`GPU: ${gpu ? 'yes' : `no (${cudaUnavailableReason() ?? 'none usable'})`}; ranges ${formatSize(rangeSize)}, concurrency ${concurrency}, ${repeat} timed repeats after one untimed\n`);
+  process.stdout.write(`loopback range server: ${serverProcesses} process${serverProcesses === 1 ? '' : 'es'}\n\n`);
 
   const rows: Row[] = [];
-  const opts: OpenRemoteOptions = { remoteConcurrency: concurrency, remoteRangeSize: rangeSize };
-  const single: OpenRemoteOptions = { remoteConcurrency: 1, remoteRangeSize: rangeSize };
+  // The main thread's rows say so explicitly, whatever remoteWorkers defaults to.
+  const opts: OpenRemoteOptions = { remoteConcurrency: concurrency, remoteRangeSize: rangeSize, remoteWorkers: 0 };
+  const single: OpenRemoteOptions = { remoteConcurrency: 1, remoteRangeSize: rangeSize, remoteWorkers: 0 };
   const host = Buffer.allocUnsafeSlow(size);
+  // Worker threads write host memory only when it is shared; any other is written on the main thread.
+  const shared = workerCounts.length > 0 ? new Uint8Array(new SharedArrayBuffer(size)) : undefined;
   const device = gpu ? DeviceBuffer.alloc(size) : undefined;
-  const range = await serve('remote-range-server.js', size);
+  const range = await serveInChild(size, { processes: serverProcesses });
   try {
     const url = `http://127.0.0.1:${range.port}/object`;
-    const add = async (method: string, target: 'host' | 'device', run: () => Promise<{ gbps: number[]; cpuPerGB: number }>, note?: string) => {
+    const add = async (method: string, target: Row['target'], run: () => Promise<Timed>, note?: string) => {
       process.stdout.write(`  ${method} → ${target} …\n`);
       rows.push({ server: 'loopback range server', method, target, bytes: size, ...(await run()), ...(note ? { note } : {}) });
     };
-    await add(`penstock, ${concurrency} connections`, 'host', () => penstockRead(url, opts, host, size, repeat));
-    await add('penstock, 1 connection', 'host', () => penstockRead(url, single, host, size, repeat));
+    await add(`penstock, ${concurrency} connections, main thread`, 'host', () => penstockRead(url, opts, host, size, repeat));
+    await add('penstock, 1 connection, main thread', 'host', () => penstockRead(url, single, host, size, repeat));
     await add('fetch whole object, then copy', 'host', () => fetchRead(url, host, size, repeat));
     for (const w of workerCounts)
-      await add(`penstock, ${concurrency} connections, ${w} worker threads`, 'host', () => penstockRead(url, { ...opts, remoteWorkers: w }, host, size, repeat));
+      await add(`penstock, ${concurrency} connections, ${w} worker threads`, 'shared host', () => penstockRead(url, { ...opts, remoteWorkers: w }, shared!, size, repeat));
     if (device) {
-      await add(`penstock, ${concurrency} connections`, 'device', () => penstockRead(url, opts, device, size, repeat));
-      await add('penstock, 1 connection', 'device', () => penstockRead(url, single, device, size, repeat));
+      await add(`penstock, ${concurrency} connections, main thread`, 'device', () => penstockRead(url, opts, device, size, repeat));
+      await add('penstock, 1 connection, main thread', 'device', () => penstockRead(url, single, device, size, repeat));
       for (const w of workerCounts)
         await add(`penstock, ${concurrency} connections, ${w} worker threads`, 'device', () => penstockRead(url, { ...opts, remoteWorkers: w }, device, size, repeat));
       await add('fetch whole object, then copy', 'device', () => fetchRead(url, device, size, repeat));
     }
   } finally {
-    range.child.kill('SIGTERM');
+    range.stop();
   }
 
   if (!v['no-s3rver']) {
-    const s3 = await serve('remote-s3rver.js', s3Size);
+    const s3 = await serveS3rver(s3Size);
     try {
       const endpoint = `http://127.0.0.1:${s3.port}`;
       const credentials = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
       const s3host = host.subarray(0, s3Size);
-      const add = async (method: string, run: () => Promise<{ gbps: number[]; cpuPerGB: number }>) => {
+      const add = async (method: string, run: () => Promise<Timed>) => {
         process.stdout.write(`  s3rver: ${method} → host …\n`);
         rows.push({ server: 's3rver', method, target: 'host', bytes: s3Size, ...(await run()) });
       };
@@ -164,14 +185,14 @@ async function main(argv: string[]): Promise<number> {
   process.stdout.write('\n');
   process.stdout.write(
     textTable(
-      ['server', 'method', 'into', 'size', 'GB/s median', 'min', 'max', 'CPU s/GB'],
-      rows.map((r) => [r.server, r.method, r.target, formatSize(r.bytes), formatGBps(median(r.gbps)), formatGBps(Math.min(...r.gbps)), formatGBps(Math.max(...r.gbps)), formatCpu(r.cpuPerGB)]),
-      ['left', 'left', 'left', 'right', 'right', 'right', 'right', 'right'],
+      ['server', 'method', 'into', 'size', 'GB/s median', 'min', 'max', 'CPU s/GB', 'main thread s/GB'],
+      rows.map((r) => [r.server, r.method, r.target, formatSize(r.bytes), formatGBps(median(r.gbps)), formatGBps(Math.min(...r.gbps)), formatGBps(Math.max(...r.gbps)), formatCpu(r.cpuPerGB), formatCpu(r.mainCpuPerGB)]),
+      ['left', 'left', 'left', 'right', 'right', 'right', 'right', 'right', 'right'],
     ),
   );
-  process.stdout.write(`\nCPU s/GB: this process (every thread), user + system, per GB moved; the servers run in their own processes.\n\n`);
+  process.stdout.write(`\nCPU s/GB: this process (every thread), user + system, per GB moved; main thread s/GB: its main thread alone. The servers run in their own processes.\n\n`);
   process.stdout.write(targets(rows, concurrency));
-  if (v.json) fs.writeFileSync(v.json, JSON.stringify({ machine: m, size, s3Size, concurrency, rangeSize, repeat, rows }, null, 2));
+  if (v.json) fs.writeFileSync(v.json, JSON.stringify({ machine: m, size, s3Size, concurrency, rangeSize, repeat, serverProcesses, rows }, null, 2));
   return 0;
 }
 

@@ -76,6 +76,25 @@ export interface Settings {
   cudaLibrary: string;
   /** Path or soname of the cuFile library. Default `libcufile.so.0`. */
   cufileLibrary: string;
+  /** Remote reads: ranged GETs in flight at once per read (and connections kept alive per object). Default 16. */
+  remoteConcurrency: number;
+  /** Remote reads: bytes per ranged GET; a read is split into ranges of this size. Default 8 MiB. */
+  remoteRangeSize: number;
+  /** Remote reads: attempts after the first for a request that failed transiently (429, 5xx, timeout, reset). Default 5. */
+  remoteRetries: number;
+  /** Remote reads: milliseconds without any progress (connect, headers or body bytes) before a request is abandoned and retried. Default 30000. */
+  remoteTimeoutMs: number;
+  /** Remote reads: first retry delay in milliseconds; doubles per attempt (capped at 20 s), with full jitter. Default 100. */
+  remoteRetryBaseMs: number;
+  /**
+   * Remote reads: worker threads (shared by every remote object of the process) that make the
+   * requests and parse the answers of reads into GPU memory and SharedArrayBuffers, moving the
+   * bytes themselves (into the GPU through their own pinned slots); other host memory is always
+   * written on the main thread. 0: the main thread does it all. `'auto'`: one per 8 cores, at most
+   * 4 (none below 8 cores), and none for an object opened with a `lookup` function. The default
+   * and its measurements are in docs/remote.md.
+   */
+  remoteWorkers: number | 'auto';
 }
 
 /** A `PENSTOCK_*` variable whose value cannot be used. */
@@ -187,11 +206,14 @@ function unknownSetting(key: string): PenstockUsageError {
 /** Checks a complete settings object; throws `ERR_PENSTOCK_INVALID_SETTING` naming the bad field. */
 export function validate(s: Settings): Settings {
   for (const key of Object.keys(s)) if (!Object.hasOwn(SETTINGS_TABLE, key)) throw unknownSetting(key);
-  for (const name of SETTING_NAMES) {
-    const spec = SETTINGS_TABLE[name] as SettingSpec;
-    if (!spec.valid(s[name])) throw usage('ERR_PENSTOCK_INVALID_SETTING', `Invalid setting ${name}: ${describe(s[name])} (it accepts ${spec.accepts})`);
-  }
+  for (const name of SETTING_NAMES) checkSetting(name, s[name]);
   return s;
+}
+
+/** Checks one setting's value; throws `ERR_PENSTOCK_INVALID_SETTING` naming it and what it accepts. */
+export function checkSetting<K extends keyof Settings>(name: K, value: unknown): asserts value is Settings[K] {
+  const spec = SETTINGS_TABLE[name] as SettingSpec;
+  if (!spec.valid(value)) throw usage('ERR_PENSTOCK_INVALID_SETTING', `Invalid setting ${name}: ${describe(value)} (it accepts ${spec.accepts})`);
 }
 
 /** The closest name within a small edit distance (or the same name in other letter case). */

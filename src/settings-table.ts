@@ -69,8 +69,23 @@ const isAutoOr = (test: (v: unknown) => boolean) => (v: unknown) => v === 'auto'
 const isPath = (v: unknown) => typeof v === 'string' && v.length > 0 && !v.includes('\0');
 
 function defaultThreads(): number {
-  const cores = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
-  return Math.min(64, Math.max(4, cores));
+  return Math.min(64, Math.max(4, availableCores()));
+}
+
+/**
+ * The default of `remoteWorkers`, the one line to change if measurements say otherwise
+ * (docs/remote.md): `'auto'` puts reads into GPU memory on worker threads on machines of 8 cores
+ * or more, where the main thread then stays free; 0 keeps every read on the main thread.
+ */
+const REMOTE_WORKERS_DEFAULT: number | 'auto' = 'auto';
+
+/** What `remoteWorkers: 'auto'` is on this machine: one per 8 cores, at most 4 (none below 8 cores). */
+export function autoRemoteWorkers(cores = availableCores()): number {
+  return Math.min(4, Math.floor(cores / 8));
+}
+
+function availableCores(): number {
+  return typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
 }
 
 const COMPAT_MODES: readonly CompatMode[] = ['auto', 'on', 'off'];
@@ -188,6 +203,61 @@ export const SETTINGS_TABLE: { readonly [K in keyof Settings]: SettingSpec<K> } 
     parse: (t) => t,
     valid: isPath,
     doc: 'The cuFile library; fixed once loaded.',
+  },
+  remoteConcurrency: {
+    variable: 'PENSTOCK_REMOTE_CONCURRENCY',
+    default: () => 16,
+    defaultText: '16',
+    accepts: 'an integer from 1 to 1024',
+    parse: parseIntText,
+    valid: isIntIn(1, 1024),
+    doc: 'Remote reads: ranged GETs in flight per read (and connections kept alive per object).',
+  },
+  remoteRangeSize: {
+    variable: 'PENSTOCK_REMOTE_RANGE_SIZE',
+    unit: 'bytes',
+    default: () => 8 * MiB,
+    defaultText: '8MiB',
+    accepts: 'from 64 KiB to 1 GiB',
+    parse: parseSizeText,
+    valid: isIntIn(64 * 1024, 1024 * MiB),
+    doc: 'Remote reads: bytes per ranged GET.',
+  },
+  remoteRetries: {
+    variable: 'PENSTOCK_REMOTE_RETRIES',
+    default: () => 5,
+    defaultText: '5',
+    accepts: 'an integer from 0 to 100',
+    parse: parseIntText,
+    valid: isIntIn(0, 100),
+    doc: 'Remote reads: attempts after the first for a transient failure (429, 5xx, timeout, reset).',
+  },
+  remoteTimeoutMs: {
+    variable: 'PENSTOCK_REMOTE_TIMEOUT_MS',
+    default: () => 30_000,
+    defaultText: '30000',
+    accepts: 'an integer from 1 to 3600000',
+    parse: parseIntText,
+    valid: isIntIn(1, 3_600_000),
+    doc: 'Remote reads: milliseconds without progress before a request is abandoned and retried.',
+  },
+  remoteRetryBaseMs: {
+    variable: 'PENSTOCK_REMOTE_RETRY_BASE_MS',
+    default: () => 100,
+    defaultText: '100',
+    accepts: 'an integer from 0 to 60000',
+    parse: parseIntText,
+    valid: isIntIn(0, 60_000),
+    doc: 'Remote reads: first retry delay, doubled per attempt (capped at 20 s), full jitter.',
+  },
+  remoteWorkers: {
+    variable: 'PENSTOCK_REMOTE_WORKERS',
+    default: () => REMOTE_WORKERS_DEFAULT,
+    defaultText: String(REMOTE_WORKERS_DEFAULT),
+    accepts: "'auto', or an integer from 0 to 256",
+    parse: orAuto(parseIntText),
+    valid: isAutoOr(isIntIn(0, 256)),
+    doc: "Remote reads into GPU or shared memory: worker threads doing the HTTP (0: the main thread); 'auto': cores / 8, at most 4.",
   },
 };
 

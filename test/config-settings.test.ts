@@ -1,11 +1,13 @@
-/** The settings table: configure() checks, PENSTOCK_* parsing, conflicts, and the README's table. */
+/** The settings table: configure() checks, PENSTOCK_* parsing, conflicts, the remote rows, and the README's table. */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import { checkChanges, defaults, fromEnvironment, readEnvironment, suggest, validate } from '../src/config.js';
-import { configure, getConfig } from '../src/index.js';
-import { SETTING_NAMES, SETTINGS_TABLE, settingsTableMarkdown } from '../src/settings-table.js';
+import { configure, getConfig, openRemote } from '../src/index.js';
+import { remoteSettings } from '../src/remote/settings.js';
+import { RangeServer } from './remote-range-server.js';
+import { autoRemoteWorkers, SETTING_NAMES, SETTINGS_TABLE, settingsTableMarkdown } from '../src/settings-table.js';
 import { repoRoot } from './helpers.js';
 
 describe('configure() input', () => {
@@ -93,3 +95,81 @@ describe('the settings table', () => {
     assert.equal(m[1], settingsTableMarkdown(), 'regenerate with: npm run docs:tables');
   });
 });
+
+describe('remote settings (rows of the same table)', () => {
+  const initial = getConfig();
+  after(() => configure(initial));
+
+  it('have their defaults and PENSTOCK_REMOTE_* variables in the table', () => {
+    const d = defaults();
+    assert.deepEqual(
+      [d.remoteConcurrency, d.remoteRangeSize, d.remoteRetries, d.remoteTimeoutMs, d.remoteRetryBaseMs, d.remoteWorkers],
+      [16, 8 << 20, 5, 30_000, 100, SETTINGS_TABLE.remoteWorkers.default()],
+    );
+    assert.deepEqual(
+      fromEnvironment({ PENSTOCK_REMOTE_CONCURRENCY: '64', PENSTOCK_REMOTE_RANGE_SIZE: '16MiB', PENSTOCK_REMOTE_RETRIES: '0', PENSTOCK_REMOTE_TIMEOUT_MS: '500', PENSTOCK_REMOTE_RETRY_BASE_MS: '0', PENSTOCK_REMOTE_WORKERS: '3' }),
+      { remoteConcurrency: 64, remoteRangeSize: 16 << 20, remoteRetries: 0, remoteTimeoutMs: 500, remoteRetryBaseMs: 0, remoteWorkers: 3 },
+    );
+    assert.throws(() => fromEnvironment({ PENSTOCK_REMOTE_CONCURRENCY: 'lots' }), { code: 'ERR_PENSTOCK_INVALID_SETTING', message: "PENSTOCK_REMOTE_CONCURRENCY='lots' is not valid: it accepts an integer from 1 to 1024" });
+    assert.throws(() => fromEnvironment({ PENSTOCK_REMOTE_RANGE_SIZE: '1KiB' }), { message: /PENSTOCK_REMOTE_RANGE_SIZE='1KiB'.*from 64 KiB to 1 GiB/ });
+    assert.throws(() => fromEnvironment({ PENSTOCK_REMOTE_WORKERS: '-1' }), { code: 'ERR_PENSTOCK_INVALID_SETTING' });
+  });
+
+  it('are changed by configure(), checked, and overridden per object', () => {
+    assert.throws(() => configure({ remoteRetries: -1 }), { code: 'ERR_PENSTOCK_INVALID_SETTING', message: /remoteRetries: -1 \(it accepts an integer from 0 to 100\)/ });
+    assert.throws(() => configure({ remoteRetrys: 2 } as never), { message: /did you mean 'remoteRetries'/ });
+    assert.equal(configure({ remoteRetries: 9 }).remoteRetries, 9);
+    assert.equal(remoteSettings().remoteRetries, 9);
+    assert.deepEqual(remoteSettings({ remoteRetries: 2, remoteConcurrency: 3, remoteWorkers: 1 }), { ...pickRemote(getConfig()), remoteRetries: 2, remoteConcurrency: 3, remoteWorkers: 1 });
+    assert.throws(() => remoteSettings({ remoteConcurrency: 0 }), { code: 'ERR_PENSTOCK_INVALID_SETTING', message: /remoteConcurrency: 0/ });
+    assert.throws(() => remoteSettings({ remoteRangeSize: '8MiB' as never }), { code: 'ERR_PENSTOCK_INVALID_SETTING' });
+    configure(initial);
+    assert.equal(remoteSettings().remoteRetries, initial.remoteRetries);
+  });
+
+  it("resolve remoteWorkers 'auto' from the cores, and to 0 for an object with a lookup function", async () => {
+    assert.deepEqual([1, 2, 7, 8, 15, 16, 31, 32, 64, 256].map((c) => autoRemoteWorkers(c)), [0, 0, 0, 1, 1, 2, 3, 4, 4, 4]);
+    assert.deepEqual(fromEnvironment({ PENSTOCK_REMOTE_WORKERS: 'auto' }), { remoteWorkers: 'auto' });
+    assert.throws(() => fromEnvironment({ PENSTOCK_REMOTE_WORKERS: 'some' }), { message: /PENSTOCK_REMOTE_WORKERS='some' is not valid: it accepts 'auto', or an integer from 0 to 256/ });
+    assert.equal(remoteSettings({ remoteWorkers: 'auto' }).remoteWorkers, autoRemoteWorkers());
+    assert.equal(remoteSettings({ remoteWorkers: 'auto' }, true).remoteWorkers, 0);
+    assert.equal(remoteSettings({ remoteWorkers: 3 }, true).remoteWorkers, 3);
+    // With 'auto', a lookup function keeps the object on the main thread; with a count it is refused.
+    const server = await new RangeServer().start();
+    try {
+      server.put('/object', Buffer.alloc(1000, 1));
+      const lookup = ((host: string, o: object, cb: (e: null, a: string, f: number) => void) => cb(null, '127.0.0.1', 4)) as never;
+      await using obj = await openRemote(server.url(), { remoteWorkers: 'auto', lookup });
+      assert.equal(obj.info.parseWorkers, 0);
+      await assert.rejects(openRemote(server.url(), { remoteWorkers: 2, lookup }), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT' });
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('reach the reads: configure() sets how many ranged GETs a read sends', async () => {
+    const server = await new RangeServer().start();
+    try {
+      server.put('/object', Buffer.alloc(1 << 20, 7));
+      configure({ remoteRangeSize: 64 * 1024, remoteConcurrency: 2 });
+      {
+        await using obj = await openRemote(server.url());
+        assert.equal(await obj.read(Buffer.alloc(1 << 20)), 1 << 20);
+        assert.equal(obj.stats().routes['remote-host'].requests, 16);
+        assert.ok(server.peakConnections <= 2, `${server.peakConnections} connections`);
+      }
+      // An object's own option wins over configure().
+      await using obj = await openRemote(server.url(), { remoteRangeSize: 256 * 1024 });
+      await obj.read(Buffer.alloc(1 << 20));
+      assert.equal(obj.stats().routes['remote-host'].requests, 4);
+    } finally {
+      configure(initial);
+      await server.stop();
+    }
+  });
+});
+
+function pickRemote(s: ReturnType<typeof getConfig>) {
+  const { remoteConcurrency, remoteRangeSize, remoteRetries, remoteTimeoutMs, remoteRetryBaseMs, remoteWorkers } = s;
+  return { remoteConcurrency, remoteRangeSize, remoteRetries, remoteTimeoutMs, remoteRetryBaseMs, remoteWorkers };
+}

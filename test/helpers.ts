@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { digestHex } from '../src/digest.js';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const fakeDriverDir = path.join(repoRoot, 'dist/fake-driver');
@@ -80,5 +81,5 @@ export function newPath(name = 'out'): string {
 }
 
 export function sha256(b: Uint8Array): string {
-  return crypto.createHash('sha256').update(b).digest('hex');
+  return digestHex('sha256', b);
 }

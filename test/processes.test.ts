@@ -148,11 +148,17 @@ test('PENSTOCK_* variables configure the defaults, and bad ones are refused', ()
     PENSTOCK_HOST_STAGING: '0',
     PENSTOCK_WRITE_THREADS: '2',
     PENSTOCK_MAPPED_READS: 'false',
+    PENSTOCK_REMOTE_CONCURRENCY: '7',
+    PENSTOCK_REMOTE_RANGE_SIZE: '1MiB',
+    PENSTOCK_REMOTE_WORKERS: '0',
   });
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(
     { ...r.json, cudaLibrary: undefined, cufileLibrary: undefined },
-    { compatMode: 'on', threads: 3, taskSize: 1 << 20, gdsThreshold: 65536, bounceBufferSize: 2 << 20, directIoRead: true, directIoWrite: false, writeThreads: 2, mappedReads: false, hostStaging: false, cudaLibrary: undefined, cufileLibrary: undefined },
+    {
+      compatMode: 'on', threads: 3, taskSize: 1 << 20, gdsThreshold: 65536, bounceBufferSize: 2 << 20, directIoRead: true, directIoWrite: false, writeThreads: 2, mappedReads: false, hostStaging: false, cudaLibrary: undefined, cufileLibrary: undefined,
+      remoteConcurrency: 7, remoteRangeSize: 1 << 20, remoteRetries: 5, remoteTimeoutMs: 30_000, remoteRetryBaseMs: 100, remoteWorkers: 0,
+    },
   );
   const bad = child(`try { p.getConfig(); } catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }`, { PENSTOCK_TASK_SIZE: 'lots' });
   assert.equal(bad.json.code, 'ERR_PENSTOCK_INVALID_SETTING');

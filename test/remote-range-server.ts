@@ -2,14 +2,21 @@
  * The tests' own HTTP range server: serves objects from memory with HEAD, ranged GETs, ETags and
  * If-Match, on 127.0.0.1, with faults injected on request (status codes, resets, truncated or
  * overlong bodies, wrong Content-Range, ignored ranges, slow answers, objects overwritten
- * mid-read). Run as a program (`node remote-range-server.js --serve SIZE`) it serves one object of SIZE
- * pattern bytes at /object and prints its port, for benchmarks in another process.
+ * mid-read). Run as a program (`node remote-range-server.js --serve SIZE`, or through
+ * {@link serveInChild}) it serves one object at /object from one or more processes and prints its
+ * port, for benchmarks and tests that measure a reader in another process.
  */
+import { spawn } from 'node:child_process';
+import cluster from 'node:cluster';
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
 import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { digestHex, updateInPieces } from '../src/digest.js';
 
 /** A fault for the next matching requests. */
 export type Fault =
@@ -114,7 +121,8 @@ export class RangeServer {
   /** Serves `data` at `path` with a new ETag. */
   put(path: string, data: Buffer): void {
     version++;
-    const etag = `"${crypto.createHash('md5').update(data).update(String(version)).digest('hex')}"`;
+    // In pieces: one update of 2 GiB or more throws (a benchmark serves objects that large).
+    const etag = `"${updateInPieces(crypto.createHash('md5'), data).update(String(version)).digest('hex')}"`;
     this.#objects.set(path, { data, etag, lastModified: new Date(Date.UTC(2026, 0, 1, 0, 0, version % 60)).toUTCString() });
   }
 
@@ -231,16 +239,123 @@ export class RangeServer {
   }
 }
 
-// As a program: serve one object for a benchmark in another process.
+/** What a served object is: its port, size and (when asked for) sha256. */
+export interface Served {
+  port: number;
+  size: number;
+  sha256?: string;
+  /** The server's processes. */
+  processes: number;
+}
+
+/** Options of {@link serveInChild}. */
+export interface ServeOptions {
+  /** Serve this file's bytes (read in pieces, so it may be 2 GiB or more) instead of generated ones. */
+  file?: string;
+  /** Processes serving it (each with its own copy; the bytes are the same in each). Default 1. */
+  processes?: number;
+  /** Also report the object's sha256. */
+  digest?: boolean;
+}
+
+/**
+ * The object's bytes when none are given: AES-128-CTR keystream from a fixed key, so every process
+ * that serves it makes the same bytes, which look random, at gigabytes per second.
+ */
+export function generatedBytes(size: number): Buffer {
+  const out = Buffer.allocUnsafeSlow(size);
+  const cipher = crypto.createCipheriv('aes-128-ctr', Buffer.alloc(16, 0x5e), Buffer.alloc(16, 0));
+  const zeros = Buffer.alloc(Math.min(size, 64 << 20));
+  for (let at = 0; at < size; ) {
+    const n = Math.min(zeros.length, size - at);
+    at += cipher.update(zeros.subarray(0, n)).copy(out, at);
+  }
+  return out;
+}
+
+function readWhole(file: string): Buffer {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const size = fs.fstatSync(fd).size;
+    const out = Buffer.allocUnsafeSlow(size);
+    for (let at = 0; at < size; ) {
+      const n = fs.readSync(fd, out, at, Math.min(1 << 30, size - at), at);
+      if (n === 0) throw new Error(`${file} ended at ${at} of ${size} bytes`);
+      at += n;
+    }
+    return out;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/**
+ * How many processes serve an object of `size` bytes by default: a quarter of the cores (1 to 8),
+ * so that the server is not what limits the reader measured, but no more than a quarter of the
+ * memory can hold (each process has its own copy).
+ */
+export function defaultServerProcesses(size: number): number {
+  const byCores = Math.max(1, Math.min(8, Math.floor(os.availableParallelism() / 4)));
+  return Math.max(1, Math.min(byCores, Math.floor(os.totalmem() / 4 / Math.max(1, size))));
+}
+
+/**
+ * Starts this program in a child process (or several, through `cluster`) serving one object at
+ * /object on 127.0.0.1, so that a benchmark or test reading it measures its own CPU only. The
+ * child stops with the parent (an IPC channel) or with `stop()`.
+ */
+export function serveInChild(size: number, options: ServeOptions = {}): Promise<Served & { stop: () => void }> {
+  const args = ['--serve', String(size), '--processes', String(options.processes ?? 1), ...(options.file ? ['--file', options.file] : []), ...(options.digest ? ['--digest'] : [])];
+  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), ...args], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+  return new Promise((resolve, reject) => {
+    let text = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      text += d.toString();
+      const line = /^(\{.*\})\n/.exec(text);
+      if (line) resolve({ ...(JSON.parse(line[1]!) as Served), stop: () => void child.kill('SIGTERM') });
+    });
+    child.on('exit', (code) => reject(new Error(`remote-range-server.js exited (${code}) before serving`)));
+  });
+}
+
+// As a program: serve one object for a benchmark or test in another process.
 // (`--serve` is required: the test runner runs every file of this folder as a program too.)
 if (process.argv[1] === fileURLToPath(import.meta.url) && process.argv[2] === '--serve') {
-  const size = Number(process.argv[3] ?? 1 << 30);
-  const server = new RangeServer();
-  const data = Buffer.allocUnsafe(size);
-  crypto.randomFillSync(data);
-  server.put('/object', data);
-  void server.start().then(() => process.stdout.write(`${server.port}\n`));
-  process.on('SIGTERM', () => void server.stop().then(() => process.exit(0)));
-  // Started with an IPC channel (by a benchmark): stop when the parent goes.
-  if (process.send) process.on('disconnect', () => void server.stop().then(() => process.exit(0)));
+  const { values } = parseArgs({
+    args: process.argv.slice(4),
+    options: { processes: { type: 'string' }, file: { type: 'string' }, digest: { type: 'boolean' } },
+  });
+  const processes = Math.max(1, Number(values.processes ?? 1));
+  const stopWith = (stop: () => Promise<void>) => {
+    process.on('SIGTERM', () => void stop().then(() => process.exit(0)));
+    // Started with an IPC channel (by a benchmark or test): stop when the parent goes.
+    if (process.send) process.on('disconnect', () => void stop().then(() => process.exit(0)));
+  };
+  if (cluster.isPrimary && processes > 1) {
+    // The primary only accepts connections and hands them out; the workers serve.
+    cluster.setupPrimary({ args: process.argv.slice(2), stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+    const workers = Array.from({ length: processes }, () => cluster.fork());
+    const ready = workers.map((w) => new Promise<{ port: number; size: number; sha256?: string }>((resolve) => w.once('message', resolve)));
+    void Promise.all(ready).then((all) => process.stdout.write(`${JSON.stringify({ ...all[0]!, processes })}\n`));
+    cluster.on('exit', (w, code) => {
+      if (code !== 0 && code !== null) process.exit(1);
+    });
+    stopWith(async () => {
+      const exited = workers.map((w) => new Promise((resolve) => (w.isDead() ? resolve(undefined) : w.once('exit', resolve))));
+      for (const w of workers) w.kill('SIGTERM');
+      await Promise.race([Promise.all(exited), new Promise((resolve) => setTimeout(resolve, 5000))]);
+    });
+  } else {
+    const data = values.file ? readWhole(values.file) : generatedBytes(Number(process.argv[3] ?? 1 << 30));
+    const sha256 = values.digest ? digestHex('sha256', data) : undefined;
+    const server = new RangeServer();
+    server.put('/object', data);
+    void server.start().then(() => {
+      const served = { port: server.port, size: data.length, ...(sha256 ? { sha256 } : {}) };
+      if (cluster.isWorker) process.send!(served);
+      else process.stdout.write(`${JSON.stringify({ ...served, processes: 1 })}\n`);
+    });
+    // A cluster worker just exits (closing its server would message the primary, which may be gone).
+    stopWith(cluster.isWorker ? async () => undefined : () => server.stop());
+  }
 }

@@ -1,12 +1,11 @@
-/** Remote reads, the parts without a server: addresses, shared files, settings, backoff, Content-Range. */
+/** Remote reads, the parts without a server: addresses, shared files, backoff, Content-Range, error codes (settings: config-settings.test.ts). */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { configureRemote, resolveBeside, parseIni, parseRemoteUrl, redactUrl, remoteSettings, resolveS3Config, s3ObjectUrl, REMOTE_ERROR_CODES } from '../src/index.js';
+import { resolveBeside, parseIni, parseRemoteUrl, redactUrl, resolveS3Config, s3ObjectUrl, REMOTE_ERROR_CODES } from '../src/index.js';
 import { parseContentRange, parseRetryAfter } from '../src/remote/http.js';
 import { backoffMs, retryDelayMs } from '../src/remote/retry.js';
-import { resetRemoteSettings } from '../src/remote/settings.js';
 import { tmpDir } from './helpers.js';
 
 describe('addresses', () => {
@@ -123,21 +122,7 @@ describe('shared AWS files', () => {
   });
 });
 
-describe('settings', () => {
-  it('has defaults, reads PENSTOCK_REMOTE_* variables and validates', () => {
-    resetRemoteSettings();
-    assert.deepEqual(remoteSettings({}, {}), { remoteConcurrency: 16, remoteRangeSize: 8 << 20, remoteRetries: 5, remoteTimeoutMs: 30000, remoteRetryBaseMs: 100, remoteWorkers: 0 });
-    const s = remoteSettings({}, { PENSTOCK_REMOTE_CONCURRENCY: '64', PENSTOCK_REMOTE_RANGE_SIZE: '16MiB', PENSTOCK_REMOTE_RETRIES: '0' });
-    assert.deepEqual([s.remoteConcurrency, s.remoteRangeSize, s.remoteRetries], [64, 16 << 20, 0]);
-    assert.equal(remoteSettings({ remoteConcurrency: 2 }, { PENSTOCK_REMOTE_CONCURRENCY: '64' }).remoteConcurrency, 2);
-    assert.throws(() => remoteSettings({}, { PENSTOCK_REMOTE_CONCURRENCY: 'lots' }), { code: 'ERR_PENSTOCK_INVALID_SETTING' });
-    assert.throws(() => remoteSettings({}, { PENSTOCK_REMOTE_RANGE_SIZE: '1KiB' }), { code: 'ERR_PENSTOCK_INVALID_SETTING' });
-    assert.throws(() => configureRemote({ remoteRetries: -1 }), { code: 'ERR_PENSTOCK_INVALID_SETTING' });
-    assert.equal(configureRemote({ remoteRetries: 9 }).remoteRetries, 9);
-    resetRemoteSettings();
-    assert.equal(remoteSettings().remoteRetries, 5);
-  });
-
+describe('error codes', () => {
   it('every remote error code is listed with a meaning', () => {
     for (const [code, meaning] of Object.entries(REMOTE_ERROR_CODES)) {
       assert.match(code, /^ERR_PENSTOCK_REMOTE_[A-Z_]+$/);

@@ -110,7 +110,8 @@ export async function runRemoteBenchCli(argv: string[]): Promise<number> {
     name = obj.name;
     const total = await obj.size();
     const bytes = sizeLimit === undefined ? total : Math.min(total, sizeLimit);
-    const settings = { concurrency: c ?? remoteSettings().remoteConcurrency, rangeSize: base.remoteRangeSize ?? remoteSettings().remoteRangeSize };
+    const { remoteConcurrency, remoteRangeSize } = remoteSettings({ ...base, ...(c ? { remoteConcurrency: c } : {}) });
+    const settings = { concurrency: remoteConcurrency, rangeSize: remoteRangeSize };
     const memory: Memory = target === 'device' ? DeviceBuffer.alloc(bytes) : Buffer.allocUnsafeSlow(bytes);
     try {
       results.push({ ...settings, ...(await measureRemoteRead(obj, memory, bytes, repeat)) });

@@ -1,39 +1,16 @@
 /**
- * One HTTP request for a byte range, on connections kept alive, with the answer checked before a
- * byte is kept: status, Content-Range against the range asked for, Content-Length, body length
- * and the object's identity (ETag, Last-Modified). Bodies are handed to a sink chunk by chunk,
- * with their offset, so they are copied once, straight into their destination.
+ * One HTTP request for a byte range, on a kept-alive connection (connection.ts), with the answer
+ * checked before a byte is kept: status, Content-Range against the range asked for,
+ * Content-Length, body length and the object's identity (ETag, Last-Modified). Bodies are handed
+ * to a sink piece by piece, with their offset, as views of the connection's read buffer, so each
+ * byte is copied once in JavaScript, straight into its destination.
  */
-import http from 'node:http';
-import https from 'node:https';
-import tls from 'node:tls';
-import type { LookupFunction } from 'node:net';
 import { AbortError } from '../errors.js';
+import { ConnectionPool, requestText, type Connection, type ConnectionFailure, type ResponseHead } from './connection.js';
 import { RemoteError, type RemoteErrorCode } from './errors.js';
 import { redactText, redactUrl } from './url.js';
 
-/** Keep-alive agents per scheme, shared by one source's requests. */
-export class ConnectionPool {
-  readonly #http: http.Agent;
-  readonly #https: https.Agent;
-
-  /** `ca`: certificates to trust for https:// besides the system's (a private CA, say). */
-  constructor(maxSockets: number, lookup?: LookupFunction, ca?: string) {
-    const opts = { keepAlive: true, keepAliveMsecs: 1000, maxSockets, maxFreeSockets: maxSockets, scheduling: 'lifo' as const, ...(lookup ? { lookup } : {}) };
-    this.#http = new http.Agent(opts);
-    this.#https = new https.Agent({ ...opts, ...(ca ? { ca: [...tls.rootCertificates, ca] } : {}) });
-  }
-
-  agentFor(url: URL): http.Agent {
-    return url.protocol === 'https:' ? this.#https : this.#http;
-  }
-
-  /** Closes every connection, idle or not. */
-  destroy(): void {
-    this.#http.destroy();
-    this.#https.destroy();
-  }
-}
+export { ConnectionPool };
 
 /** What a response must agree with; filled from the first answer when not known before. */
 export interface ObjectIdentity {
@@ -55,7 +32,10 @@ export interface RangeRequest {
   probe?: boolean;
 }
 
-/** Receives a body piece by piece: `chunk` belongs at `offset` bytes into the range. */
+/**
+ * Receives a body piece by piece: `chunk` belongs at `offset` bytes into the range. `chunk` is a
+ * view of a connection's read buffer, valid only during the call: copy it, never keep it.
+ */
 export type BodySink = (chunk: Buffer, offset: number) => void;
 
 /** What a request found. */
@@ -93,144 +73,171 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
   const last = (req.end ?? 0) - 1;
   const range = ranged ? `bytes=${first}-${last}` : undefined;
   return new Promise<RangeAnswer>((resolve, reject) => {
-    if (limits.signal?.aborted) return reject(new AbortError(undefined, { cause: limits.signal.reason }));
+    const signal = limits.signal;
+    if (signal?.aborted) return reject(new AbortError(undefined, { cause: signal.reason }));
+    let text: string;
+    try {
+      const headers = req.headers(range);
+      if (identity.etag !== undefined && !identity.etag.startsWith('W/')) headers['If-Match'] = identity.etag;
+      text = requestText(req.method, req.url, headers);
+    } catch (e) {
+      return reject(e);
+    }
     let settled = false;
-    const headers = req.headers(range);
-    if (identity.etag !== undefined && !identity.etag.startsWith('W/')) headers['If-Match'] = identity.etag;
-    const r = (req.url.protocol === 'https:' ? https : http).request({
-      agent: pool.agentFor(req.url),
-      method: req.method,
-      protocol: req.url.protocol,
-      hostname: req.url.hostname.replace(/^\[|\]$/g, ''),
-      port: req.url.port || undefined,
-      path: `${req.url.pathname}${req.url.search}`,
-      headers,
-    });
-    // Started once the request has a socket, so time spent queued behind the agent's cap (other
-    // reads of the same object) is not taken for a stalled server.
+    let conn: Connection | undefined;
     let timer: NodeJS.Timeout | undefined;
-    const fail = (e: Error) => {
-      if (settled) return;
+    const finish = () => {
       settled = true;
       clearTimeout(timer);
-      limits.signal?.removeEventListener('abort', onAbort);
-      r.destroy();
+      signal?.removeEventListener('abort', onAbort);
+    };
+    /** Fails the request; its connection, if it has one, is closed (what is still on it is unknown). */
+    const fail = (e: unknown) => {
+      if (settled) return;
+      finish();
+      if (conn) {
+        conn.destroy();
+        pool.release(conn);
+      }
       reject(e);
     };
-    const done = (a: RangeAnswer) => {
+    /** Settles once the response is complete, giving the connection back for the next request. */
+    const settle = (then: () => void) => {
       if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      limits.signal?.removeEventListener('abort', onAbort);
-      resolve(a);
+      finish();
+      if (conn) pool.release(conn);
+      then();
     };
     const err = (code: RemoteErrorCode, msg: string, transient: boolean, extra: { status?: number; serverCode?: string; region?: string; retryAfterMs?: number; cause?: unknown } = {}) =>
       new RemoteError(code, msg, { url: where, ...extra }, transient);
-    r.once('socket', () => {
-      if (!settled) timer = setTimeout(() => fail(err('ERR_PENSTOCK_REMOTE_TIMEOUT', 'No progress from the server within the timeout (remoteTimeoutMs)', true)), limits.timeoutMs);
-    });
-    const onAbort = () => fail(new AbortError(undefined, { cause: limits.signal?.reason }));
-    limits.signal?.addEventListener('abort', onAbort, { once: true });
-    r.on('error', (e: NodeJS.ErrnoException) => {
-      // A certificate that is not trusted stays so: not worth a retry.
-      if (/CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS_|ERR_SSL_/.test(e.code ?? ''))
-        return fail(err('ERR_PENSTOCK_REMOTE_TLS', `The server's certificate was refused (${e.code}): pass its CA as the ca option if it is a private one`, false, { cause: { code: e.code } }));
-      fail(err('ERR_PENSTOCK_REMOTE_CONNECTION', `Connection failed (${e.code ?? e.message})`, true, { cause: { code: e.code } }));
-    });
-    r.on('response', (res) => {
+    const onAbort = () => fail(new AbortError(undefined, { cause: signal?.reason }));
+    signal?.addEventListener('abort', onAbort, { once: true });
+
+    // What the response turned out to be, once its head has arrived: what its body is for, and
+    // what its end means.
+    let status = 0;
+    let dataBody = false;
+    let onBody: ((chunk: Buffer) => void) | undefined;
+    let onEnd: () => void = () => fail(err('ERR_PENSTOCK_REMOTE_CONNECTION', 'The answer ended before its head', true));
+    let got = 0;
+    const want = last - first + 1;
+    const short = () => err('ERR_PENSTOCK_REMOTE_SHORT_BODY', `The body ended after ${got} of the ${want} bytes its Content-Range promised`, true, { status });
+
+    const head = (res: ResponseHead): void => {
       timer?.refresh();
-      const status = res.statusCode ?? 0;
-      const etag = header(res, 'etag');
-      const lastModified = header(res, 'last-modified');
+      status = res.status;
+      const header = (name: string) => res.headers.get(name);
+      const etag = header('etag');
+      const lastModified = header('last-modified');
+      const answer = (a: RangeAnswer): RangeAnswer => {
+        if (etag !== undefined) a.etag = etag;
+        if (lastModified !== undefined) a.lastModified = lastModified;
+        return a;
+      };
+      onEnd = () => fail(err('ERR_PENSTOCK_REMOTE_CONNECTION', 'An answer penstock did not expect', true, { status }));
       if (status === 416) {
-        const m = /^\s*bytes\s+\*\/(\d+)\s*$/i.exec(header(res, 'content-range') ?? '');
-        if (m && identity.size !== undefined) {
-          res.resume();
+        const m = /^\s*bytes\s+\*\/(\d+)\s*$/i.exec(header('content-range') ?? '');
+        if (m && identity.size !== undefined)
           return fail(err('ERR_PENSTOCK_REMOTE_CHANGED', `The object changed during the read: its size was ${identity.size}, the server now says ${m[1]}`, false, { status }));
-        }
         // A size probe (bytes=0-0) of an empty object: `bytes */0` tells the size.
         if (m && req.probe) {
-          res.resume();
-          return done({ status, bytes: 0, size: Number(m[1]) });
+          onEnd = () => settle(() => resolve({ status, bytes: 0, size: Number(m[1]) }));
+          return;
         }
       }
       if (status >= 300 || (status !== 200 && status !== 206)) {
-        readErrorBody(res, (body) => fail(statusError(status, res, body, req.method === 'HEAD', err)));
+        // The error body (S3's XML) is read for its <Code> and <Region>; its first 8 KiB suffice.
+        const pieces: Buffer[] = [];
+        let kept = 0;
+        onBody = (chunk) => {
+          if (kept >= 8192) return;
+          const piece = Buffer.from(chunk.subarray(0, 8192 - kept));
+          pieces.push(piece);
+          kept += piece.length;
+        };
+        onEnd = () => {
+          const e = statusError(status, res, Buffer.concat(pieces).toString('utf8'), req.method === 'HEAD', err);
+          settle(() => reject(e));
+        };
         return;
       }
       const changed = identityChange(identity, etag, lastModified);
-      if (changed) {
-        res.resume();
-        return fail(err('ERR_PENSTOCK_REMOTE_CHANGED', `The object changed during the read: ${changed}`, false, { status }));
-      }
+      if (changed) return fail(err('ERR_PENSTOCK_REMOTE_CHANGED', `The object changed during the read: ${changed}`, false, { status }));
       if (req.method === 'HEAD') {
-        res.resume();
-        const len = header(res, 'content-length');
+        const len = header('content-length');
         const a: RangeAnswer = { status, bytes: 0 };
         if (len !== undefined && /^\d+$/.test(len)) a.size = Number(len);
-        if (etag !== undefined) a.etag = etag;
-        if (lastModified !== undefined) a.lastModified = lastModified;
-        return done(a);
+        onEnd = () => settle(() => resolve(answer(a)));
+        return;
       }
-      if (status === 200 && ranged) {
-        res.resume();
+      if (status === 200 && ranged)
         return fail(err('ERR_PENSTOCK_REMOTE_RANGE_IGNORED', `The server sent the whole object (200) for the range ${range}: it does not serve ranged reads, so penstock cannot read it in parallel or verify the range`, false, { status }));
-      }
-      const cr = parseContentRange(header(res, 'content-range'));
+      const cr = parseContentRange(header('content-range'));
       if (req.probe) {
         // Only the total and the identity are wanted, no byte is kept. The last byte is not
         // insisted on (some servers, s3rver among them, answer bytes=0-0 with the whole object;
         // every data range is checked exactly); a large body is dropped with its connection.
-        const bodyLength = Number(header(res, 'content-length') ?? Infinity);
-        if (bodyLength <= 65536) res.resume();
-        else res.destroy();
         if (!cr || cr.first !== 0 || cr.total === undefined)
-          return fail(err('ERR_PENSTOCK_REMOTE_NO_SIZE', `The answer to the size probe ${range} told no size (Content-Range: ${header(res, 'content-range') ?? 'none'})`, false, { status }));
-        const a: RangeAnswer = { status, bytes: 0, size: cr.total };
-        if (etag !== undefined) a.etag = etag;
-        if (lastModified !== undefined) a.lastModified = lastModified;
-        return done(a);
+          return fail(err('ERR_PENSTOCK_REMOTE_NO_SIZE', `The answer to the size probe ${range} told no size (Content-Range: ${header('content-range') ?? 'none'})`, false, { status }));
+        const a = answer({ status, bytes: 0, size: cr.total });
+        if (Number(header('content-length') ?? Infinity) > 65536) {
+          conn?.destroy();
+          settle(() => resolve(a));
+          return;
+        }
+        onEnd = () => settle(() => resolve(a));
+        return;
       }
       if (!cr || cr.first !== first || cr.last !== last || (identity.size !== undefined && cr.total !== undefined && cr.total !== identity.size)) {
-        res.resume();
-        const got = header(res, 'content-range') ?? 'none';
-        return fail(err('ERR_PENSTOCK_REMOTE_BAD_RANGE', `Asked for ${range}${identity.size !== undefined ? ` of ${identity.size}` : ''}, the server answered Content-Range: ${got}`, false, { status }));
+        const said = header('content-range') ?? 'none';
+        return fail(err('ERR_PENSTOCK_REMOTE_BAD_RANGE', `Asked for ${range}${identity.size !== undefined ? ` of ${identity.size}` : ''}, the server answered Content-Range: ${said}`, false, { status }));
       }
-      const want = last - first + 1;
-      const len = header(res, 'content-length');
-      if (len !== undefined && Number(len) !== want) {
-        res.resume();
-        return fail(err('ERR_PENSTOCK_REMOTE_BAD_RANGE', `Content-Length ${len} disagrees with Content-Range ${header(res, 'content-range')}`, false, { status }));
-      }
-      let got = 0;
+      const len = header('content-length');
+      if (len !== undefined && Number(len) !== want)
+        return fail(err('ERR_PENSTOCK_REMOTE_BAD_RANGE', `Content-Length ${len} disagrees with Content-Range ${header('content-range')}`, false, { status }));
       if (limits.progress) limits.progress.received = 0;
-      res.on('data', (chunk: Buffer) => {
-        if (settled) return;
+      dataBody = true;
+      onBody = (chunk) => {
         timer?.refresh();
         if (got + chunk.length > want) return fail(err('ERR_PENSTOCK_REMOTE_LONG_BODY', `The body ran past the ${want} bytes of its Content-Range`, false, { status }));
         sink?.(chunk, resumeAt + got);
         got += chunk.length;
         if (limits.progress) limits.progress.received = got;
-      });
-      const short = () => err('ERR_PENSTOCK_REMOTE_SHORT_BODY', `The body ended after ${got} of the ${want} bytes its Content-Range promised`, true, { status });
-      res.on('aborted', () => fail(short()));
-      res.on('error', () => fail(short()));
-      res.on('end', () => {
+      };
+      onEnd = () => {
         if (got !== want) return fail(short());
         const a: RangeAnswer = { status, bytes: got };
         if (cr.total !== undefined) a.size = cr.total;
-        if (etag !== undefined) a.etag = etag;
-        if (lastModified !== undefined) a.lastModified = lastModified;
-        done(a);
-      });
-    });
-    r.end();
-  });
-}
+        settle(() => resolve(answer(a)));
+      };
+    };
 
-function header(res: http.IncomingMessage, name: string): string | undefined {
-  const v = res.headers[name];
-  return Array.isArray(v) ? v[0] : v;
+    const broken = (why: ConnectionFailure): void => {
+      if (why.kind === 'socket') {
+        const code = why.error.code ?? '';
+        // A certificate that is not trusted stays so: not worth a retry.
+        if (/CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS_|ERR_SSL_/.test(code))
+          return fail(err('ERR_PENSTOCK_REMOTE_TLS', `The server's certificate was refused (${code}): pass its CA as the ca option if it is a private one`, false, { cause: { code } }));
+        if (dataBody) return fail(short());
+        return fail(err('ERR_PENSTOCK_REMOTE_CONNECTION', `Connection failed (${code || why.error.message})`, true, { cause: { code } }));
+      }
+      if (dataBody) return fail(short());
+      if (why.kind === 'protocol') return fail(err('ERR_PENSTOCK_REMOTE_CONNECTION', `The server's answer is not valid HTTP/1.1: ${why.message}`, true));
+      fail(err('ERR_PENSTOCK_REMOTE_CONNECTION', why.gotHead ? 'The connection closed before the answer ended' : 'The connection closed before an answer came', true));
+    };
+
+    pool.acquire(req.url, signal).then(
+      (c) => {
+        if (settled) return pool.release(c);
+        conn = c;
+        // Started once the request has a connection, so time spent queued behind the pool's cap
+        // (other reads of the same object) is not taken for a stalled server.
+        timer = setTimeout(() => fail(err('ERR_PENSTOCK_REMOTE_TIMEOUT', 'No progress from the server within the timeout (remoteTimeoutMs)', true)), limits.timeoutMs);
+        c.exchange(text, req.method === 'HEAD', { head, body: (chunk) => onBody?.(chunk), end: () => onEnd(), fail: broken });
+      },
+      (e: unknown) => fail(signal?.aborted ? new AbortError(undefined, { cause: signal.reason }) : e),
+    );
+  });
 }
 
 /** `bytes first-last/total` (total may be `*`); undefined when malformed. */
@@ -249,17 +256,6 @@ function identityChange(id: ObjectIdentity, etag: string | undefined, lastModifi
   if (id.etag === undefined && id.lastModified !== undefined && lastModified !== undefined && lastModified !== id.lastModified)
     return `Last-Modified ${id.lastModified} became ${lastModified}`;
   return undefined;
-}
-
-function readErrorBody(res: http.IncomingMessage, then: (body: string) => void): void {
-  let body = '';
-  res.setEncoding('utf8');
-  res.on('data', (s: string) => {
-    if (body.length < 8192) body += s;
-  });
-  res.on('end', () => then(body));
-  res.on('error', () => then(body));
-  res.on('aborted', () => then(body));
 }
 
 function xmlField(body: string, tag: string): string | undefined {
@@ -281,18 +277,19 @@ export function parseRetryAfter(v: string | undefined, now = Date.now()): number
  * The error for a non-2xx answer. Only S3's `<Code>` and `<Region>` are taken from the body:
  * the rest of an S3 error body can echo the string to sign and the access key id.
  */
-function statusError(status: number, res: http.IncomingMessage, body: string, head: boolean, err: MakeError): RemoteError {
+function statusError(status: number, res: ResponseHead, body: string, head: boolean, err: MakeError): RemoteError {
+  const header = (name: string) => res.headers.get(name);
   const serverCode = xmlField(body, 'Code');
-  const region = header(res, 'x-amz-bucket-region') ?? xmlField(body, 'Region');
+  const region = header('x-amz-bucket-region') ?? xmlField(body, 'Region');
   const extra = { status, ...(serverCode ? { serverCode } : {}), ...(region ? { region } : {}) };
   const named = serverCode ? ` ${serverCode}` : '';
   if (RETRYABLE_STATUS.has(status)) {
-    const wait = parseRetryAfter(header(res, 'retry-after'));
+    const wait = parseRetryAfter(header('retry-after'));
     return err('ERR_PENSTOCK_REMOTE_UNAVAILABLE', `The server answered ${status}${named}`, true, { ...extra, ...(wait !== undefined ? { retryAfterMs: wait } : {}) });
   }
   if (status === 412) return err('ERR_PENSTOCK_REMOTE_CHANGED', 'The object changed during the read (If-Match failed: its ETag is no longer the one read first)', false, extra);
   if (status >= 300 && status < 400) {
-    const loc = header(res, 'location');
+    const loc = header('location');
     const hint = region
       ? `the bucket is in region ${region}: set region: '${region}' (or AWS_REGION=${region})`
       : loc

@@ -13,11 +13,12 @@ import { hostRegion, isHostMemory, regionBytes } from '../host-memory.js';
 import { checkLength, checkRange, describe } from '../validate.js';
 import { resolveS3Config, type CredentialSource, type S3Options } from './credentials.js';
 import { RemoteError } from './errors.js';
+import { headerProblem } from './connection.js';
 import { ConnectionPool, requestRange, type BodySink, type ObjectIdentity, type RangeRequest } from './http.js';
 import { withRetries, type Attempts } from './retry.js';
-import { REMOTE_SETTINGS, remoteSettings, type RemoteSettings } from './settings.js';
+import { REMOTE_SETTING_NAMES, remoteSettings, type RemoteSettings, type ResolvedRemoteSettings } from './settings.js';
 import { buildRequest, type RequestSpec } from './request-spec.js';
-import { destination, ParseWorkers, type Destination } from './parse-workers.js';
+import { intoDevice, intoShared, ParseWorkers, type Destination } from './parse-workers.js';
 import { StagingSlots } from './staging.js';
 import { globalRemoteStats, RemoteStatsBook, type RemoteOpRecord, type RemoteRoute, type RemoteStatsSnapshot } from './stats.js';
 import { parseRemoteUrl, redactUrl, s3ObjectUrl } from './url.js';
@@ -48,7 +49,11 @@ export interface RemoteInfo {
   addressing?: 'path' | 'virtual';
   /** How the size was found: `head` or `range-probe` (a 1-byte GET). */
   sizeFrom: 'head' | 'range-probe';
-  /** Worker threads that parse this object's responses (0: the main thread does). */
+  /**
+   * The process's worker threads this object's reads into GPU memory and SharedArrayBuffers use
+   * (`remoteWorkers`, `'auto'` resolved); 0: the main thread makes all its requests. Reads into
+   * other host memory run on the main thread either way.
+   */
   parseWorkers: number;
 }
 
@@ -70,7 +75,7 @@ export class RemoteObject {
   readonly info: RemoteInfo;
   readonly #size: number;
   readonly #identity: ObjectIdentity;
-  readonly #settings: RemoteSettings;
+  readonly #settings: ResolvedRemoteSettings;
   readonly #pool: ConnectionPool;
   readonly #request: (start: number, end: number) => RangeRequest;
   readonly #stats = new RemoteStatsBook();
@@ -80,7 +85,7 @@ export class RemoteObject {
   #closing: Promise<void> | undefined;
 
   /** @internal Use {@link openRemote}. */
-  constructor(init: { name: string; info: RemoteInfo; size: number; identity: ObjectIdentity; settings: RemoteSettings; pool: ConnectionPool; request: (start: number, end: number) => RangeRequest; parse?: ParseWorkers }) {
+  constructor(init: { name: string; info: RemoteInfo; size: number; identity: ObjectIdentity; settings: ResolvedRemoteSettings; pool: ConnectionPool; request: (start: number, end: number) => RangeRequest; parse?: ParseWorkers }) {
     this.name = init.name;
     this.info = init.info;
     this.#size = init.size;
@@ -208,7 +213,10 @@ export class RemoteObject {
       } else {
         const region = hostRegion(target, 'target');
         const bytes = regionBytes(region, targetOffset, size);
-        const fetchAll = () => this.#fetchAll(pieces, counts, signal, options.onProgress, async (p) => (chunk, off) => bytes.set(chunk, p.at + off), (p) => destination(bytes, 0, p.at));
+        // Worker threads can write only into shared memory; any other host memory is written
+        // here, where its one copy (from the connection's read buffer) has to happen anyway.
+        const shared = this.#parse !== undefined && bytes.buffer instanceof SharedArrayBuffer;
+        const fetchAll = () => this.#fetchAll(pieces, counts, signal, options.onProgress, async (p) => (chunk, off) => bytes.set(chunk, p.at + off), shared ? (p) => intoShared(bytes, p.at) : undefined);
         await (region.pinned ? region.pinned.use(fetchAll) : fetchAll());
       }
     } catch (e) {
@@ -223,7 +231,7 @@ export class RemoteObject {
     if (this.#parse) {
       // The workers copy to the GPU themselves, through their own pinned slots.
       const unused = async (): Promise<BodySink> => () => undefined;
-      return this.#fetchAll(pieces, counts, signal, onProgress, unused, (p) => destination(target, targetOffset, p.at));
+      return this.#fetchAll(pieces, counts, signal, onProgress, unused, (p) => intoDevice(target, targetOffset + p.at));
     }
     this.#staging ??= new StagingSlots(this.#settings.remoteRangeSize, this.#settings.remoteConcurrency + 4);
     const staging = this.#staging;
@@ -293,8 +301,7 @@ export class RemoteObject {
       while (next < pieces.length && !inner.signal.aborted) {
         const p = pieces[next++]!;
         if (inWorker && this.#parse) {
-          const reply = await this.#parse.run({ start: p.start, end: p.end, ...inWorker(p) }, counts, inner.signal);
-          if (reply.bytes) (await sinkFor(p))(Buffer.from(reply.bytes), 0);
+          await this.#parse.run({ start: p.start, end: p.end, ...inWorker(p) }, counts, inner.signal);
           done += p.end - p.start;
           progress();
           continue;
@@ -351,9 +358,9 @@ export class RemoteObject {
  */
 export async function openRemote(url: string, options: OpenRemoteOptions = {}): Promise<RemoteObject> {
   const addr = parseRemoteUrl(url);
-  const settings = remoteSettings(settingsOf(options));
+  const settings = remoteSettings(settingsOf(options), options.lookup !== undefined);
   if (options.lookup && settings.remoteWorkers > 0)
-    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'lookup (a function) cannot reach worker threads: use it with remoteWorkers 0');
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', "lookup (a function) cannot reach worker threads: use it with remoteWorkers 0 or 'auto'");
   const pool = new ConnectionPool(settings.remoteConcurrency, options.lookup, options.ca);
   let spec: RequestSpec;
   let info: Omit<RemoteInfo, 'sizeFrom' | 'parseWorkers'>;
@@ -368,6 +375,13 @@ export async function openRemote(url: string, options: OpenRemoteOptions = {}): 
     spec = { url: target.href, ...(creds ? { s3: { credentials: creds, region: cfg.region } } : {}) };
   } else {
     name = redactUrl(addr.url);
+    for (const [k, v] of Object.entries(options.headers ?? {})) {
+      const problem = headerProblem(k, v);
+      if (problem) {
+        pool.destroy();
+        throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `headers: ${problem}`);
+      }
+    }
     info = { kind: 'http', url: name, signed: addr.presigned };
     spec = { url: addr.url.href, headers: { ...(options.headers ?? {}) } };
   }
@@ -400,6 +414,6 @@ export async function openRemote(url: string, options: OpenRemoteOptions = {}): 
 
 function settingsOf(o: OpenRemoteOptions): Partial<RemoteSettings> {
   const out: Partial<RemoteSettings> = {};
-  for (const { key } of REMOTE_SETTINGS) if (o[key] !== undefined) out[key] = o[key];
+  for (const key of REMOTE_SETTING_NAMES) if (o[key] !== undefined) (out as Record<string, unknown>)[key] = o[key];
   return out;
 }

@@ -6,6 +6,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import { DeviceBuffer } from '../device-buffer.js';
+import { updateInPieces } from '../digest.js';
 import { formatError } from './errors.js';
 import { isUrl } from './sharded-index.js';
 import { openAnySource, type SourceOpener } from './source.js';
@@ -41,7 +42,7 @@ export async function tensorSha256(view: TensorView): Promise<string> {
       await view.data.copyTo(buf, { offset: off, size: n });
       h.update(buf.subarray(0, n));
     }
-  } else h.update(view.data);
+  } else updateInPieces(h, view.data);
   return h.digest('hex');
 }
 

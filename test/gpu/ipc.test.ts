@@ -7,10 +7,10 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
+import { digestHex } from '../../src/digest.js';
 import { DeviceBuffer, exportDeviceBuffer, exportTensorSet, importDeviceBuffer, loadTensors, parseSize } from '../../src/index.js';
 import { decoderDimsFor, handOffShapes, writeCheckpointFile } from '../../bench/tensor-checkpoints.js';
 import { pattern, repoRoot, tmpDir } from '../helpers.js';
@@ -20,7 +20,7 @@ import { gpuOrSkip } from './guard.js';
 const python = process.env.PENSTOCK_PYTHON ?? 'python3';
 const script = path.join(repoRoot, 'examples/ipc_torch.py');
 const entry = path.join(repoRoot, 'dist/src/index.js');
-const sha = (b: Uint8Array) => crypto.createHash('sha256').update(b).digest('hex');
+const sha = (b: Uint8Array) => digestHex('sha256', b);
 
 /** Why `modules` cannot be imported by the Python interpreter, or undefined when they can. */
 function pythonMissing(modules: string[]): string | undefined {
