@@ -177,29 +177,34 @@ export interface NativeCuFileSpec extends NativeSpecBase {
   cufileBaseOffset: number;
 }
 
-/** What the mapped runners carried of a staged device read. */
-export interface NativeMappedResult {
+/** One share of an operation's work: the tasks and bytes it carried and the thread time it took. */
+export interface NativeWorkShare {
   tasks: number;
   bytes: number;
+  /** Sum of task durations, nanoseconds (thread time spent on this share). */
   busyNs: number;
+  /** Of that, time inside read/write system calls (for the mapped share: pinning and unpinning). */
   ioNs: number;
+  /** Of that, time waiting for copies to or from the GPU. */
   waitNs: number;
-  /** Why they stopped early (registration refused, mmap failed); the staged path carried the rest. */
+}
+
+/** What the mapped runner carried of a staged device read. */
+export interface NativeMappedResult extends NativeWorkShare {
+  /** Why it stopped early (registration refused, mmap failed); the staged path carried the rest. */
   error?: Error & { code?: string };
 }
 
 export interface NativeOpResult {
+  /** Bytes moved: the size, or less where the file ended. */
   bytes: number;
+  /** Tasks the operation was cut into. */
   tasks: number;
-  /** Sum of task durations, nanoseconds (thread time spent on this operation). */
-  busyNs: number;
-  /** Of that, time inside read/write system calls. */
-  ioNs: number;
-  /** Of that, time waiting for copies to or from the GPU. */
-  waitNs: number;
-  /** The most tasks of this operation that ran at once (mapped runners not counted). */
+  /** The most tasks of this operation that ran at once (the mapped runner not counted). */
   peakTasks: number;
-  /** Present when mapped runners were asked for; their share is not in the fields above. */
+  /** The share the operation's own route carried: all of it but the mapped share. */
+  routeShare: NativeWorkShare;
+  /** Present when a mapped share was planned; its work is not in `routeShare`. */
   mapped?: NativeMappedResult;
   /** Bytes that cuFile itself reported as short reads (end of file). */
   eof: boolean;
@@ -353,9 +358,10 @@ export const NATIVE_RESULT_FIELDS = {
   ipcPointerFacts: { rangeStart: 'optional', rangeSize: 'optional', legacyIpcCapable: 'optional', fromPool: 'optional' } satisfies NativeFieldPresence<NativeIpcPointerFacts>,
   op: { promise: 'required', cancel: 'required' } satisfies NativeFieldPresence<NativeOp>,
   opResult: {
-    bytes: 'required', tasks: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required', peakTasks: 'required',
-    mapped: 'optional', eof: 'required', directFallback: 'optional',
+    bytes: 'required', tasks: 'required', peakTasks: 'required', routeShare: 'required', mapped: 'optional', eof: 'required',
+    directFallback: 'optional',
   } satisfies NativeFieldPresence<NativeOpResult>,
+  workShare: { tasks: 'required', bytes: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required' } satisfies NativeFieldPresence<NativeWorkShare>,
   directFallback: { pieces: 'required', record: 'required' } satisfies NativeFieldPresence<NonNullable<NativeOpResult['directFallback']>>,
   mappedResult: { tasks: 'required', bytes: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required', error: 'optional' } satisfies NativeFieldPresence<NativeMappedResult>,
 } as const;

@@ -323,7 +323,7 @@ export class PenstockFile {
 
   /** Records a read done on the calling thread (inline-read.ts) and settles it as the pool would. */
   #inlineDone(route: 'posix-host' | 'posix-device', device: number | undefined, bytes: number, ns: number, onProgress: ((n: number) => void) | undefined): Promise<OpRecord> {
-    const rec = recordOf(route, device, { bytes, tasks: 1, busyNs: ns, ioNs: ns, waitNs: 0, peakTasks: 1, eof: false }, false, false);
+    const rec = recordOf(route, device, { bytes, tasks: 1, peakTasks: 1, routeShare: { tasks: 1, bytes, busyNs: ns, ioNs: ns, waitNs: 0 }, eof: false }, false, false);
     rec.inline = true;
     this.#stats.record(rec);
     globalStats.record(rec);
