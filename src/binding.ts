@@ -164,6 +164,8 @@ export interface NativeStagedSpec extends NativeSpecBase {
   mappedRunners: number;
   /** Bytes per mapped piece. */
   mappedPiece: number;
+  /** A mapped claim takes at most 1/this of the tasks left (positive when mapped runners are asked for). */
+  mappedClaimDivisor: number;
 }
 
 export interface NativeCuFileSpec extends NativeSpecBase {

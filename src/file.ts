@@ -283,7 +283,7 @@ export class PenstockFile {
         const shape = write ? planWrite(s, directFd >= 0, size) : { taskSize: taskSizeFor(s, size) };
         spec = {
           ...base, route: 'posix-device', directFd, size, devicePtr: memory.ptr + BigInt(memOffset), device,
-          mappedRunners: p.mapped?.runners ?? 0, mappedPiece: p.mapped?.piece ?? 0,
+          mappedRunners: p.mapped?.runners ?? 0, mappedPiece: p.mapped?.piece ?? 0, mappedClaimDivisor: p.mapped?.claimDivisor ?? 0,
           ...shape, stagePiece: stagePiece(shape.taskSize, bounceBytes() / 2, directFd >= 0, write),
         };
       }

@@ -29,6 +29,11 @@ export const AUTO_WRITE_THREADS = 4;
 export const WRITE_SCRATCH_PIECE = 1 * MiB;
 /** Pages registered per mapped piece (registration cost is per page, its fixed cost per call). */
 export const MAPPED_PIECE = 64 * MiB;
+/**
+ * A mapped claim takes at most 1/this of the tasks left (and at most a piece), so the mapped
+ * runner's last piece does not keep the read waiting after the staged runners have run dry.
+ */
+export const MAPPED_CLAIM_DIVISOR = 4;
 /** Registration serialises in the CUDA driver: one worker registering is the most that helps. */
 export const MAPPED_RUNNERS = 1;
 
@@ -142,8 +147,8 @@ const SAMPLES = 64;
 /** The decisions for a read of `size` bytes at `fileOffset`. */
 export interface ReadPlan {
   direct: boolean;
-  /** Mapped runners and their piece size, when the mapped route takes part. */
-  mapped?: { runners: number; piece: number };
+  /** Mapped runners, their piece size and claim divisor, when the mapped route takes part. */
+  mapped?: { runners: number; piece: number; claimDivisor: number };
 }
 
 /**
@@ -175,7 +180,7 @@ export function planRead(s: Readonly<Settings>, fd: number, fileOffset: number, 
     return plan;
   }
   if (fileOffset + size > fileSize) return plan;
-  plan.mapped = { runners: MAPPED_RUNNERS, piece: MAPPED_PIECE };
+  plan.mapped = { runners: MAPPED_RUNNERS, piece: MAPPED_PIECE, claimDivisor: MAPPED_CLAIM_DIVISOR };
   return plan;
 }
 

@@ -113,7 +113,13 @@ test('a staged read with a mapped share reports both shares with their typed fie
     const spec = {
       route: 'posix-device', write: false, fd, directFd: -1, fileOffset: 0, size: data.length, taskSize: 1 << 16,
       maxRunners: 0, writePiece: 0, devicePtr: dev, device: 0, stagePiece: 1 << 16, mappedRunners: 1, mappedPiece: 1 << 18,
+      mappedClaimDivisor: 4,
     } as const;
+    // The claim divisor is planned in TypeScript: a mapped spec without a usable one is refused.
+    const { mappedClaimDivisor: _, ...noDivisor } = spec;
+    const invalid = (e: unknown) => (e as { record?: { code?: string } }).record?.code === 'ERR_PENSTOCK_INVALID_ARGUMENT';
+    assert.throws(() => addon.submit(noDivisor as never), invalid);
+    assert.throws(() => addon.submit({ ...spec, mappedClaimDivisor: 0 }), invalid);
     const result = await addon.submit(spec).promise;
     assertFields('operation result', result, NATIVE_RESULT_FIELDS.opResult);
     assertFields('operation result routeShare', result.routeShare, NATIVE_RESULT_FIELDS.workShare);

@@ -66,8 +66,8 @@ describe('mapped route (mapped-device)', () => {
     const bfd = fs.openSync(big, 'r');
     try {
       const s = { ...getConfig(), mappedReads: 'auto' as const };
-      assert.deepEqual(planRead({ ...s, threads: 2 }, bfd, 0, 64 * MiB, true, false).mapped, { runners: 1, piece: 64 * MiB });
-      assert.deepEqual(planRead({ ...s, threads: 1 }, bfd, 0, 64 * MiB, true, false).mapped, { runners: 1, piece: 64 * MiB });
+      assert.deepEqual(planRead({ ...s, threads: 2 }, bfd, 0, 64 * MiB, true, false).mapped, { runners: 1, piece: 64 * MiB, claimDivisor: 4 });
+      assert.deepEqual(planRead({ ...s, threads: 1 }, bfd, 0, 64 * MiB, true, false).mapped, { runners: 1, piece: 64 * MiB, claimDivisor: 4 });
       assert.equal(planRead({ ...s, threads: 4 }, bfd, 0, 64 * MiB, true, false).mapped, undefined, 'not beside many staging threads');
       assert.equal(planRead({ ...s, threads: 2 }, bfd, 0, 32 * MiB, true, false).mapped, undefined, 'not for smaller reads');
       assert.equal(planRead({ ...s, threads: 2 }, bfd, 4096, 64 * MiB, true, false).mapped, undefined, 'not past the end of the file');
@@ -87,7 +87,7 @@ describe('mapped route (mapped-device)', () => {
       assert.equal(planRead({ ...s, mappedReads: false }, fd, 0, MiB, true, false).mapped, undefined);
       assert.equal(planRead({ ...s, mappedReads: true }, fd, 0, MiB, false, false).mapped, undefined, 'host reads never map');
       assert.equal(planRead({ ...s, mappedReads: true }, fd, 0, MiB, true, true).mapped, undefined, 'a refused file never maps again');
-      assert.deepEqual(planRead({ ...s, mappedReads: true, taskSize: 64 * 1024 }, fd, 0, MiB, true, false).mapped, { runners: 1, piece: 64 * MiB });
+      assert.deepEqual(planRead({ ...s, mappedReads: true, taskSize: 64 * 1024 }, fd, 0, MiB, true, false).mapped, { runners: 1, piece: 64 * MiB, claimDivisor: 4 });
     } finally {
       fs.closeSync(fd);
     }

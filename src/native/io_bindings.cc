@@ -229,7 +229,8 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
   std::initializer_list<const char*> host = {"write", "route", "fd", "directFd", "fileOffset", "size", "taskSize", "maxRunners",
                                              "writePiece", "progress", "host", "hostOffset", "hostStagePiece", "directPiece"};
   std::initializer_list<const char*> staged = {"write", "route", "fd", "directFd", "fileOffset", "size", "taskSize", "maxRunners",
-                                               "writePiece", "progress", "devicePtr", "device", "stagePiece", "mappedRunners", "mappedPiece"};
+                                               "writePiece", "progress", "devicePtr", "device", "stagePiece", "mappedRunners", "mappedPiece",
+                                               "mappedClaimDivisor"};
   std::initializer_list<const char*> cufile = {"write", "route", "fd", "directFd", "fileOffset", "size", "taskSize", "maxRunners",
                                                "writePiece", "progress", "devicePtr", "device", "cufileHandle", "cufileBase",
                                                "cufileBaseOffset"};
@@ -266,7 +267,7 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
       ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "stagePiece must be a positive multiple of 4096"));
     spec.mapped = ArgInt(s.Require("mappedRunners"), "mappedRunners", 0, kMaxWorkers) > 0;
     spec.mappedPiece = ArgU64(s.Require("mappedPiece"), "mappedPiece");
-    spec.mappedClaimDivisor = 4;
+    spec.mappedClaimDivisor = ArgU64(s.Require("mappedClaimDivisor"), "mappedClaimDivisor");
     // Registration works on whole pages and neighbouring pieces must not share one: a mapped share
     // needs a read with page-aligned tasks, and a driver that can register.
     if (spec.mapped && (spec.write || spec.mappedPiece == 0 || spec.mappedClaimDivisor == 0 || spec.fileOffset % kAlign ||
