@@ -160,11 +160,11 @@ export interface NativeStagedSpec extends NativeSpecBase {
   device: number;
   /** Bytes per copy through a bounce half (a positive multiple of 4096; at most a half is used). */
   stagePiece: number;
-  /** Staged device reads: workers that carry pieces from the range's end by registering page-cache pages (0: none). */
-  mappedRunners: number;
-  /** Bytes per mapped piece. */
+  /** Staged device reads: whether one worker also carries pieces from the range's end by registering page-cache pages. */
+  mapped: boolean;
+  /** Bytes per mapped piece (positive when `mapped`). */
   mappedPiece: number;
-  /** A mapped claim takes at most 1/this of the tasks left (positive when mapped runners are asked for). */
+  /** A mapped claim takes at most 1/this of the tasks left (positive when `mapped`). */
   mappedClaimDivisor: number;
 }
 
@@ -208,8 +208,6 @@ export interface NativeOpResult {
   routeShare: NativeWorkShare;
   /** Present when a mapped share was planned; its work is not in `routeShare`. */
   mapped?: NativeMappedResult;
-  /** Bytes that cuFile itself reported as short reads (end of file). */
-  eof: boolean;
   /** Pieces that the file system refused through O_DIRECT (EINVAL) and that went buffered instead. */
   directFallback?: { pieces: number; record: NativeErrorRecord };
 }
@@ -360,8 +358,7 @@ export const NATIVE_RESULT_FIELDS = {
   ipcPointerFacts: { rangeStart: 'optional', rangeSize: 'optional', legacyIpcCapable: 'optional', fromPool: 'optional' } satisfies NativeFieldPresence<NativeIpcPointerFacts>,
   op: { promise: 'required', cancel: 'required' } satisfies NativeFieldPresence<NativeOp>,
   opResult: {
-    bytes: 'required', tasks: 'required', peakTasks: 'required', routeShare: 'required', mapped: 'optional', eof: 'required',
-    directFallback: 'optional',
+    bytes: 'required', tasks: 'required', peakTasks: 'required', routeShare: 'required', mapped: 'optional', directFallback: 'optional',
   } satisfies NativeFieldPresence<NativeOpResult>,
   workShare: { tasks: 'required', bytes: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required' } satisfies NativeFieldPresence<NativeWorkShare>,
   directFallback: { pieces: 'required', record: 'required' } satisfies NativeFieldPresence<NonNullable<NativeOpResult['directFallback']>>,

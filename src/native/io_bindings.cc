@@ -229,7 +229,7 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
   std::initializer_list<const char*> host = {"write", "route", "fd", "directFd", "fileOffset", "size", "taskSize", "maxRunners",
                                              "writePiece", "progress", "host", "hostOffset", "hostStagePiece", "directPiece"};
   std::initializer_list<const char*> staged = {"write", "route", "fd", "directFd", "fileOffset", "size", "taskSize", "maxRunners",
-                                               "writePiece", "progress", "devicePtr", "device", "stagePiece", "mappedRunners", "mappedPiece",
+                                               "writePiece", "progress", "devicePtr", "device", "stagePiece", "mapped", "mappedPiece",
                                                "mappedClaimDivisor"};
   std::initializer_list<const char*> cufile = {"write", "route", "fd", "directFd", "fileOffset", "size", "taskSize", "maxRunners",
                                                "writePiece", "progress", "devicePtr", "device", "cufileHandle", "cufileBase",
@@ -265,7 +265,7 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
     spec.stagePiece = ArgU64(s.Require("stagePiece"), "stagePiece");
     if (spec.stagePiece == 0 || spec.stagePiece % kAlign)
       ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "stagePiece must be a positive multiple of 4096"));
-    spec.mapped = ArgInt(s.Require("mappedRunners"), "mappedRunners", 0, kMaxWorkers) > 0;
+    spec.mapped = ArgBool(s.Require("mapped"), "mapped");
     spec.mappedPiece = ArgU64(s.Require("mappedPiece"), "mappedPiece");
     spec.mappedClaimDivisor = ArgU64(s.Require("mappedClaimDivisor"), "mappedClaimDivisor");
     // Registration works on whole pages and neighbouring pieces must not share one: a mapped share

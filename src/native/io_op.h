@@ -84,7 +84,6 @@ class Operation : public std::enable_shared_from_this<Operation> {
   ErrorRecord Error() const;
   // Bytes moved: the size, or less where the file ended.
   uint64_t BytesMoved() const;
-  bool HitEof() const { return eofAt_ != UINT64_MAX; }
   uint64_t Tasks() const { return tasks_; }
   uint32_t PeakTasks() const { return peakRunning_; }
   // The share its route carried (all of it but the mapped share's).

@@ -27,7 +27,6 @@ Napi::Object OperationResultJs(Napi::Env env, const Operation& op) {
     if (!refusal.ok()) share.Set("error", ToJs(env, refusal));
     result.Set("mapped", share);
   }
-  result.Set("eof", op.HitEof());
   if (uint64_t pieces = op.DirectFallbacks()) {
     Napi::Object f = Napi::Object::New(env);
     f.Set("pieces", static_cast<double>(pieces));
