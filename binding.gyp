@@ -12,6 +12,10 @@
         "src/native/device.cc",
         "src/native/host_memory.cc",
         "src/native/io_op.cc",
+        "src/native/cufile_task.cc",
+        "src/native/copy_task.cc",
+        "src/native/op_result.cc",
+        "src/native/js_settlement.cc",
         "src/native/posix_tasks.cc",
         "src/native/mapped_read.cc",
         "src/native/stream_copy.cc",
@@ -24,6 +28,7 @@
         "src/native/io_bindings.cc",
         "src/native/memory_bindings.cc",
         "src/native/ipc_bindings.cc",
+        "src/native/error_record.cc",
         "src/native/errors.cc",
         "src/native/addon.cc",
         "src/native/args.cc"

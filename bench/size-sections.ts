@@ -18,7 +18,7 @@ const GiB = MiB * KiB;
 const PIECES = 16;
 /** Ranges per batch, and their size, in the batched section. */
 export const BATCH_RANGES = 10_000;
-export const BATCH_BLOCK = 4 * KiB;
+const BATCH_BLOCK = 4 * KiB;
 
 /** One size read as 16 concurrent single penstock reads (`Promise.all`): what a caller could do by hand. */
 export function penstockPromiseAll(target: Target): Method {

@@ -11,11 +11,11 @@ const KiB = 1024;
  * between are read and dropped). A pread of a cached page costs about as much as copying 16 KiB, so a smaller
  * gap is cheaper to read through than to skip.
  */
-export const COALESCE_GAP = 16 * KiB;
+const COALESCE_GAP = 16 * KiB;
 /** The least bytes a batch task carries: below this a task's fixed costs outweigh its reads. */
-export const BATCH_TASK_MIN = 64 * KiB;
+const BATCH_TASK_MIN = 64 * KiB;
 /** Tasks per pool thread, so that threads that finish early take more and none idles long. */
-export const BATCH_TASKS_PER_THREAD = 4;
+const BATCH_TASKS_PER_THREAD = 4;
 
 /** One range, resolved to indices: its file, its target and where in them. */
 export interface PlanRange {

@@ -160,10 +160,12 @@ export interface NativeStagedSpec extends NativeSpecBase {
   device: number;
   /** Bytes per copy through a bounce half (a positive multiple of 4096; at most a half is used). */
   stagePiece: number;
-  /** Staged device reads: workers that carry pieces from the range's end by registering page-cache pages (0: none). */
-  mappedRunners: number;
-  /** Bytes per mapped piece. */
+  /** Staged device reads: whether one worker also carries pieces from the range's end by registering page-cache pages. */
+  mapped: boolean;
+  /** Bytes per mapped piece (positive when `mapped`). */
   mappedPiece: number;
+  /** A mapped claim takes at most 1/this of the tasks left (positive when `mapped`). */
+  mappedClaimDivisor: number;
 }
 
 export interface NativeCuFileSpec extends NativeSpecBase {
@@ -177,32 +179,35 @@ export interface NativeCuFileSpec extends NativeSpecBase {
   cufileBaseOffset: number;
 }
 
-/** What the mapped runners carried of a staged device read. */
-export interface NativeMappedResult {
+/** One share of an operation's work: the tasks and bytes it carried and the thread time it took. */
+export interface NativeWorkShare {
   tasks: number;
   bytes: number;
+  /** Sum of task durations, nanoseconds (thread time spent on this share). */
   busyNs: number;
+  /** Of that, time inside read/write system calls (for the mapped share: pinning and unpinning). */
   ioNs: number;
+  /** Of that, time waiting for copies to or from the GPU. */
   waitNs: number;
-  /** Why they stopped early (registration refused, mmap failed); the staged path carried the rest. */
+}
+
+/** What the mapped runner carried of a staged device read. */
+export interface NativeMappedResult extends NativeWorkShare {
+  /** Why it stopped early (registration refused, mmap failed); the staged path carried the rest. */
   error?: Error & { code?: string };
 }
 
 export interface NativeOpResult {
+  /** Bytes moved: the size, or less where the file ended. */
   bytes: number;
+  /** Tasks the operation was cut into. */
   tasks: number;
-  /** Sum of task durations, nanoseconds (thread time spent on this operation). */
-  busyNs: number;
-  /** Of that, time inside read/write system calls. */
-  ioNs: number;
-  /** Of that, time waiting for copies to or from the GPU. */
-  waitNs: number;
-  /** The most tasks of this operation that ran at once (mapped runners not counted). */
+  /** The most tasks of this operation that ran at once (the mapped runner not counted). */
   peakTasks: number;
-  /** Present when mapped runners were asked for; their share is not in the fields above. */
+  /** The share the operation's own route carried: all of it but the mapped share. */
+  routeShare: NativeWorkShare;
+  /** Present when a mapped share was planned; its work is not in `routeShare`. */
   mapped?: NativeMappedResult;
-  /** Bytes that cuFile itself reported as short reads (end of file). */
-  eof: boolean;
   /** Pieces that the file system refused through O_DIRECT (EINVAL) and that went buffered instead. */
   directFallback?: { pieces: number; record: NativeErrorRecord };
 }
@@ -353,9 +358,9 @@ export const NATIVE_RESULT_FIELDS = {
   ipcPointerFacts: { rangeStart: 'optional', rangeSize: 'optional', legacyIpcCapable: 'optional', fromPool: 'optional' } satisfies NativeFieldPresence<NativeIpcPointerFacts>,
   op: { promise: 'required', cancel: 'required' } satisfies NativeFieldPresence<NativeOp>,
   opResult: {
-    bytes: 'required', tasks: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required', peakTasks: 'required',
-    mapped: 'optional', eof: 'required', directFallback: 'optional',
+    bytes: 'required', tasks: 'required', peakTasks: 'required', routeShare: 'required', mapped: 'optional', directFallback: 'optional',
   } satisfies NativeFieldPresence<NativeOpResult>,
+  workShare: { tasks: 'required', bytes: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required' } satisfies NativeFieldPresence<NativeWorkShare>,
   directFallback: { pieces: 'required', record: 'required' } satisfies NativeFieldPresence<NonNullable<NativeOpResult['directFallback']>>,
   mappedResult: { tasks: 'required', bytes: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required', error: 'optional' } satisfies NativeFieldPresence<NativeMappedResult>,
 } as const;

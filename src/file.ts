@@ -284,7 +284,7 @@ export class PenstockFile {
         const shape = write ? planWrite(s, directFd >= 0, size) : { taskSize: deviceReadTaskSize(s, size) };
         spec = {
           ...base, route: 'posix-device', directFd, size, devicePtr: memory.ptr + BigInt(memOffset), device,
-          mappedRunners: p.mapped?.runners ?? 0, mappedPiece: p.mapped?.piece ?? 0,
+          mapped: p.mapped !== undefined, mappedPiece: p.mapped?.piece ?? 0, mappedClaimDivisor: p.mapped?.claimDivisor ?? 0,
           ...shape, stagePiece: stagePiece(shape.taskSize, bounceBytes() / 2, directFd >= 0, write),
         };
       }
@@ -324,7 +324,7 @@ export class PenstockFile {
 
   /** Records a read done on the calling thread (inline-read.ts) and settles it as the pool would. */
   #inlineDone(route: 'posix-host' | 'posix-device', device: number | undefined, bytes: number, ns: number, onProgress: ((n: number) => void) | undefined): Promise<OpRecord> {
-    const rec = recordOf(route, device, { bytes, tasks: 1, busyNs: ns, ioNs: ns, waitNs: 0, peakTasks: 1, eof: false }, false, false);
+    const rec = recordOf(route, device, { bytes, tasks: 1, peakTasks: 1, routeShare: { tasks: 1, bytes, busyNs: ns, ioNs: ns, waitNs: 0 } }, false, false);
     rec.inline = true;
     this.#stats.record(rec);
     globalStats.record(rec);

@@ -93,8 +93,9 @@ export interface OpRecord extends WorkShare {
 
 /** An operation's record from what native code reported (nothing, when it failed early). */
 export function recordOf(route: Route, device: number | undefined, r: NativeOpResult | undefined, failed: boolean, direct: boolean): OpRecord {
+  const own = r?.routeShare;
   const rec: OpRecord = {
-    route, tasks: r?.tasks ?? 0, bytes: r?.bytes ?? 0, busyNs: r?.busyNs ?? 0, ioNs: r?.ioNs ?? 0, waitNs: r?.waitNs ?? 0, failed, direct,
+    route, tasks: r?.tasks ?? 0, bytes: r?.bytes ?? 0, busyNs: own?.busyNs ?? 0, ioNs: own?.ioNs ?? 0, waitNs: own?.waitNs ?? 0, failed, direct,
   };
   if (r) rec.peakTasks = r.peakTasks;
   if (device !== undefined) rec.device = device;

@@ -11,26 +11,32 @@ const KiB = 1024;
 const MiB = 1024 * KiB;
 
 /** Reads at least this large are checked for page-cache residency under directIoRead 'auto'. */
-export const AUTO_DIRECT_MIN = 64 * MiB;
+const AUTO_DIRECT_MIN = 64 * MiB;
 /** Under mappedReads 'auto', only reads at least this large take the mapped route as well. */
-export const AUTO_MAPPED_MIN = 64 * MiB;
+const AUTO_MAPPED_MIN = 64 * MiB;
 /**
  * Under mappedReads 'auto', only pools this small use it. Registering pages stalls the other
  * threads' CUDA calls, so beside many staging threads it costs more than it carries; with one
  * or two threads it carries far more per thread than staging does (docs/performance.md).
  */
-export const AUTO_MAPPED_MAX_THREADS = 2;
+const AUTO_MAPPED_MAX_THREADS = 2;
 /** Buffered writes under writeThreads 'auto': tasks of one write in flight at once. */
-export const AUTO_WRITE_THREADS = 4;
+const AUTO_WRITE_THREADS = 4;
 /**
  * Host writes through scratch: bytes per piece, small enough to stay in a core's cache (256 KiB
  * and 1 MiB measured alike). Staged writes use their own pieces (a quarter of a task).
  */
-export const WRITE_SCRATCH_PIECE = 1 * MiB;
-/** Pages registered per mapped piece (registration cost is per page, its fixed cost per call). */
+const WRITE_SCRATCH_PIECE = 1 * MiB;
+/**
+ * Pages registered per mapped piece (registration cost is per page, its fixed cost per call). One
+ * worker registers them: registration serialises in the CUDA driver, so a second would only wait.
+ */
 export const MAPPED_PIECE = 64 * MiB;
-/** Registration serialises in the CUDA driver: one worker registering is the most that helps. */
-export const MAPPED_RUNNERS = 1;
+/**
+ * A mapped claim takes at most 1/this of the tasks left (and at most a piece), so the mapped
+ * runner's last piece does not keep the read waiting after the staged runners have run dry.
+ */
+export const MAPPED_CLAIM_DIVISOR = 4;
 
 /**
  * The smallest task an operation is cut into so that more threads take part. A read of 16 MiB
@@ -122,7 +128,7 @@ export function hostStagePiece(s: Readonly<Settings>, size: number): number {
  * Staged writes copy a task off the GPU in about this many pieces, so the copy of one piece
  * overlaps the pwrite of the one before even when the whole write is a single task.
  */
-export const STAGE_PIECES_PER_TASK = 4;
+const STAGE_PIECES_PER_TASK = 4;
 /** Pieces no smaller than this: below it the cost of issuing a copy outweighs the overlap. */
 export const STAGE_PIECE_MIN = 64 * KiB;
 
@@ -162,8 +168,8 @@ const SAMPLES = 64;
 /** The decisions for a read of `size` bytes at `fileOffset`. */
 export interface ReadPlan {
   direct: boolean;
-  /** Mapped runners and their piece size, when the mapped route takes part. */
-  mapped?: { runners: number; piece: number };
+  /** The mapped runner's piece size and claim divisor, when the mapped route takes part. */
+  mapped?: { piece: number; claimDivisor: number };
 }
 
 /**
@@ -195,7 +201,7 @@ export function planRead(s: Readonly<Settings>, fd: number, fileOffset: number, 
     return plan;
   }
   if (fileOffset + size > fileSize) return plan;
-  plan.mapped = { runners: MAPPED_RUNNERS, piece: MAPPED_PIECE };
+  plan.mapped = { piece: MAPPED_PIECE, claimDivisor: MAPPED_CLAIM_DIVISOR };
   return plan;
 }
 

@@ -11,13 +11,14 @@ import fs from 'node:fs';
 import { afterEach, describe, test } from 'node:test';
 const p = await import('../src/index.js');
 const { DeviceBuffer, configure, getConfig, open } = p;
-const { planRead } = await import('../src/transfer-plan.js');
+const { MAPPED_CLAIM_DIVISOR, MAPPED_PIECE, planRead } = await import('../src/transfer-plan.js');
 
 const initial = getConfig();
 // Every test starts from the same settings, whether the one before it passed or threw.
 afterEach(() => configure(initial));
 
 const MiB = 1 << 20;
+const mappedPlan = { piece: MAPPED_PIECE, claimDivisor: MAPPED_CLAIM_DIVISOR };
 
 describe('mapped route (mapped-device)', () => {
   // Slow registrations, as on real hardware, so that the staged runners get their share.
@@ -66,8 +67,8 @@ describe('mapped route (mapped-device)', () => {
     const bfd = fs.openSync(big, 'r');
     try {
       const s = { ...getConfig(), mappedReads: 'auto' as const };
-      assert.deepEqual(planRead({ ...s, threads: 2 }, bfd, 0, 64 * MiB, true, false).mapped, { runners: 1, piece: 64 * MiB });
-      assert.deepEqual(planRead({ ...s, threads: 1 }, bfd, 0, 64 * MiB, true, false).mapped, { runners: 1, piece: 64 * MiB });
+      assert.deepEqual(planRead({ ...s, threads: 2 }, bfd, 0, 64 * MiB, true, false).mapped, mappedPlan);
+      assert.deepEqual(planRead({ ...s, threads: 1 }, bfd, 0, 64 * MiB, true, false).mapped, mappedPlan);
       assert.equal(planRead({ ...s, threads: 4 }, bfd, 0, 64 * MiB, true, false).mapped, undefined, 'not beside many staging threads');
       assert.equal(planRead({ ...s, threads: 2 }, bfd, 0, 32 * MiB, true, false).mapped, undefined, 'not for smaller reads');
       assert.equal(planRead({ ...s, threads: 2 }, bfd, 4096, 64 * MiB, true, false).mapped, undefined, 'not past the end of the file');
@@ -87,7 +88,7 @@ describe('mapped route (mapped-device)', () => {
       assert.equal(planRead({ ...s, mappedReads: false }, fd, 0, MiB, true, false).mapped, undefined);
       assert.equal(planRead({ ...s, mappedReads: true }, fd, 0, MiB, false, false).mapped, undefined, 'host reads never map');
       assert.equal(planRead({ ...s, mappedReads: true }, fd, 0, MiB, true, true).mapped, undefined, 'a refused file never maps again');
-      assert.deepEqual(planRead({ ...s, mappedReads: true, taskSize: 64 * 1024 }, fd, 0, MiB, true, false).mapped, { runners: 1, piece: 64 * MiB });
+      assert.deepEqual(planRead({ ...s, mappedReads: true, taskSize: 64 * 1024 }, fd, 0, MiB, true, false).mapped, mappedPlan);
     } finally {
       fs.closeSync(fd);
     }

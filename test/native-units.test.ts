@@ -1,6 +1,6 @@
 /**
  * Native unit tests: each C++ file under test/native/ is compiled with the system C++ compiler
- * ($CXX or c++, C++17, no CUDA) and run; a failed check exits non-zero and names itself.
+ * ($CXX or c++, C++17, threads, no CUDA) and run; a failed check exits non-zero and names itself.
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -20,7 +20,7 @@ for (const file of fs.readdirSync(sources).filter((f) => f.endsWith('_test.cc'))
   test(`native unit test ${file}`, () => {
     fs.mkdirSync(outDir, { recursive: true });
     const binary = path.join(outDir, file.replace(/\.cc$/, ''));
-    execFileSync(compiler, ['-std=c++17', '-O1', '-Wall', '-Wextra', '-Werror', '-o', binary, path.join(sources, file)], { stdio: 'pipe', env });
+    execFileSync(compiler, ['-std=c++17', '-O1', '-Wall', '-Wextra', '-Werror', '-pthread', '-o', binary, path.join(sources, file)], { stdio: 'pipe', env });
     const run = spawnSync(binary, { encoding: 'utf8', env });
     assert.equal(run.status, 0, `${file} failed:\n${run.stderr}${run.stdout}`);
   });

@@ -105,6 +105,8 @@ describe('bounds come from the engine, not from properties', () => {
       assert.equal(code(() => native().submit({ ...spec, hostOffset: -1 })), 'ERR_PENSTOCK_INVALID_ARGUMENT');
       assert.equal(code(() => native().submit({ ...spec, size: 2 ** 64 })), 'ERR_PENSTOCK_INVALID_ARGUMENT');
       assert.equal(code(() => native().submit({ ...spec, extra: 1 } as never)), 'ERR_PENSTOCK_INVALID_ARGUMENT');
+      // Task indexes are 32-bit (task_claims.h): a plan cutting more tasks than that is refused.
+      assert.equal(code(() => native().submit({ ...spec, size: 2 ** 33, taskSize: 1 })), 'ERR_PENSTOCK_INVALID_ARGUMENT');
       const { hostStagePiece: _, ...missing } = spec;
       assert.equal(code(() => native().submit(missing as never)), 'ERR_PENSTOCK_INVALID_ARGUMENT');
       // A plan that opens O_DIRECT must size its pieces: native code assumes none.

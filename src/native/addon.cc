@@ -5,12 +5,12 @@
 
 #include <mutex>
 
-#include "batch_op.h"
+#include "batch_bindings.h"
 #include "bindings.h"
 #include "host_memory.h"
 #include "inline_read.h"
 #include "instance.h"
-#include "io_op.h"
+#include "staging_pipe.h"
 #include "thread_pool.h"
 
 namespace penstock {
@@ -39,7 +39,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
     PinModule();
     DrainAtExit();
   });
-  ThreadPool::Instance().SetIdleHook(&Operation::FlushDeferred);
+  ThreadPool::Instance().SetIdleHook(&FlushWorkerPipes);
   RegisterMemory(env, exports);
   RegisterIo(env, exports);
   RegisterIpc(env, exports);

@@ -1,52 +1,103 @@
 // The addon's entry for batched reads: the plan built by batch-read.ts, checked index by index
 // and length by length (no plan can make a task touch memory outside its targets), the batch's
 // completion channel, and the cleanup hook that waits for its tasks when the environment goes.
+#include <memory>
 #include <string>
 
+#include "batch_bindings.h"
 #include "batch_op.h"
 #include "device.h"
 #include "host_view.h"
+#include "js_settlement.h"
 
 namespace penstock {
 
 namespace {
 
+class BatchJs;
+
+struct BatchEvent {
+  std::shared_ptr<BatchJs> batch;
+  bool done;  // false: progress
+};
+
+// Main thread: settles the batch, or delivers progress.
+void DeliverBatchEvent(Napi::Env env, Napi::Function, std::nullptr_t*, BatchEvent* event);
+using BatchTsfn = Napi::TypedThreadSafeFunction<std::nullptr_t, BatchEvent, DeliverBatchEvent>;
+
+// A batch's JS side: its settlement, its own completion channel, and the environment cleanup
+// hook's hold on it (which keeps it alive until it settles).
+class BatchJs final : public BatchListener, public std::enable_shared_from_this<BatchJs> {
+ public:
+  BatchJs(Napi::Env env, std::shared_ptr<BatchOp> batch, Napi::Value keep, Napi::Value progress)
+      : op(std::move(batch)), js(env, keep, progress), tsfn(BatchTsfn::New(env, "penstock-batch", 0, 1, nullptr)) {}
+
+  void Posted(bool done) override {
+    auto* ev = new BatchEvent{shared_from_this(), done};
+    if (tsfn.NonBlockingCall(ev) != napi_ok) delete ev;
+  }
+
+  std::shared_ptr<BatchOp> op;
+  JsSettlement js;
+  BatchTsfn tsfn;
+  std::shared_ptr<BatchJs>* hook = nullptr;
+  bool torn = false;  // its environment went away
+};
+
 // One cleanup hook per live batch: environment teardown waits for its running tasks.
 void TeardownHook(void* arg) {
-  auto* holder = static_cast<std::shared_ptr<BatchOp>*>(arg);
-  (*holder)->Teardown();
-  (*holder)->tsfn.Abort();
+  BatchJs& b = **static_cast<std::shared_ptr<BatchJs>*>(arg);
+  b.op->CancelAndWait();
+  b.js.Abandon();
+  b.torn = true;
+  b.tsfn.Abort();
 }
 
-}  // namespace
+Napi::Object BatchResultJs(Napi::Env env, const BatchOp& op) {
+  Napi::Object result = Napi::Object::New(env);
+  result.Set("preads", static_cast<double>(op.Preads()));
+  result.Set("copies", static_cast<double>(op.Copies()));
+  result.Set("busyNs", static_cast<double>(op.BusyNs()));
+  result.Set("ioNs", static_cast<double>(op.IoNs()));
+  result.Set("waitNs", static_cast<double>(op.WaitNs()));
+  const auto& failed = op.ReadErrors();
+  Napi::Array errors = Napi::Array::New(env, failed.size());
+  for (size_t i = 0; i < failed.size(); ++i) {
+    Napi::Object e = Napi::Object::New(env);
+    e.Set("read", failed[i].first);
+    e.Set("error", ToJs(env, failed[i].second));
+    errors.Set(static_cast<uint32_t>(i), e);
+  }
+  result.Set("readErrors", errors);
+  return result;
+}
 
 void DeliverBatchEvent(Napi::Env env, Napi::Function, std::nullptr_t*, BatchEvent* event) {
   std::unique_ptr<BatchEvent> ev(event);
-  if (env == nullptr || ev->op->Torn()) return;
+  BatchJs& b = *ev->batch;
+  if (env == nullptr || b.torn) return;
   try {
     Napi::HandleScope scope(env);
+    const BatchOp& op = *b.op;
     if (!ev->done) {
-      ev->op->DeliverProgress(env);
+      b.js.Progress(env, b.op->TakeProgress());
       return;
     }
-    ev->op->Settle(env);
+    b.js.Settle(env, b.op->TakeProgress(), op.Cancelled(), op.Failed(), op.Error(), [&] { return BatchResultJs(env, op); });
   } catch (const Napi::Error&) {
     // An environment that is going away refuses to run JS; nothing can be reported to it.
   }
   if (ev->done) {
     // Settled: the teardown hook and the completion channel are no longer needed.
-    BatchOp* op = ev->op.get();
-    std::shared_ptr<BatchOp>* holder = op->hook;
-    op->hook = nullptr;
-    op->tsfn.Release();
+    std::shared_ptr<BatchJs>* holder = b.hook;
+    b.hook = nullptr;
+    b.tsfn.Release();
     if (holder) {
       napi_remove_env_cleanup_hook(env, TeardownHook, holder);
       delete holder;
     }
   }
 }
-
-namespace {
 
 // A typed array of the expected kind, as a pointer and an element count.
 template <typename T>
@@ -178,15 +229,14 @@ Napi::Value SubmitBatch(const Napi::CallbackInfo& info) {
   Napi::Value progress = s.Get("progress");
   if (!progress.IsUndefined() && !progress.IsFunction()) ThrowBadArgument(env, "progress must be a function");
   op->wantProgress = progress.IsFunction();
-  if (op->wantProgress) op->progress = Napi::Persistent(progress.As<Napi::Function>());
-  op->keep = Napi::Persistent(s);
-  op->deferred = new Napi::Promise::Deferred(env);
-  op->tsfn = BatchTsfn::New(env, "penstock-batch", 0, 1, nullptr);
-  op->hook = new std::shared_ptr<BatchOp>(op);
-  napi_add_env_cleanup_hook(env, TeardownHook, op->hook);
+  // The spec stays referenced until the batch settles: its arrays and the target memory with it.
+  auto batch = std::make_shared<BatchJs>(env, op, s, progress);
+  op->listener = batch.get();
+  batch->hook = new std::shared_ptr<BatchJs>(batch);
+  napi_add_env_cleanup_hook(env, TeardownHook, batch->hook);
 
   Napi::Object handle = Napi::Object::New(env);
-  handle.Set("promise", op->deferred->Promise());
+  handle.Set("promise", batch->js.Promise());
   std::weak_ptr<BatchOp> weak = op;
   handle.Set("cancel", Napi::Function::New(env, [weak](const Napi::CallbackInfo&) {
                if (auto o = weak.lock()) o->Cancel();

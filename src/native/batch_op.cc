@@ -8,22 +8,17 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
 #include "device.h"
 #include "posix_io.h"
 #include "staging_pipe.h"
 #include "thread_pool.h"
+#include "work_counters.h"
 
 namespace penstock {
 
 namespace {
-
-uint64_t NowNs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-}
 
 // The calling worker's bounce buffer and stream for a prepared device (nullptr if it has none).
 WorkerSlot* SlotFor(DeviceState* d, int worker) {
@@ -50,16 +45,10 @@ void BatchOp::Start() {
   for (size_t i = 0; i < runners; ++i) pool.Submit([self] { self->RunNext(); });
 }
 
-void BatchOp::Teardown() {
+void BatchOp::CancelAndWait() {
   cancelled_ = true;
   std::unique_lock<std::mutex> lock(drainMutex_);
   drained_.wait(lock, [&] { return finished_; });
-  keep.SuppressDestruct();
-  progress.SuppressDestruct();
-  // Only the C++ handle: the promise itself cannot be settled in an environment going away.
-  delete deferred;
-  deferred = nullptr;
-  torn_ = true;
 }
 
 void BatchOp::RunNext() {
@@ -89,9 +78,11 @@ void BatchOp::Finished() {
   drained_.notify_all();
 }
 
-void BatchOp::Post(bool done) {
-  auto* ev = new BatchEvent{shared_from_this(), done};
-  if (tsfn.NonBlockingCall(ev) != napi_ok) delete ev;
+void BatchOp::Post(bool done) { listener->Posted(done); }
+
+uint64_t BatchOp::TakeProgress() {
+  progressPending_ = false;
+  return bytesDone_.load();
 }
 
 void BatchOp::AddProgress(uint64_t n) {
@@ -104,6 +95,11 @@ void BatchOp::Fail(ErrorRecord e) {
   if (failed_) return;
   error_ = std::move(e);
   failed_ = true;
+}
+
+ErrorRecord BatchOp::Error() const {
+  std::lock_guard<std::mutex> lock(errorMutex_);
+  return error_;
 }
 
 void BatchOp::ReadFailed(uint32_t r, int err) {
@@ -233,43 +229,6 @@ ErrorRecord BatchOp::DeviceTask(const Task& t) {
   if (err.ok()) err = !e0.ok() ? e0 : e1;
   if (!err.ok()) cu.StreamSynchronize(slot->stream);
   return err;
-}
-
-void BatchOp::DeliverProgress(Napi::Env env) {
-  progressPending_ = false;
-  if (progress.IsEmpty()) return;
-  uint64_t now = bytesDone_.load();
-  if (now == lastProgress_) return;
-  lastProgress_ = now;
-  try {
-    progress.Call({Napi::Number::New(env, static_cast<double>(now))});
-  } catch (const Napi::Error&) {
-    // TypeScript wraps the callback; nothing of it may break the batch.
-  }
-}
-
-void BatchOp::Settle(Napi::Env env) {
-  if (!progress.IsEmpty()) DeliverProgress(env);
-  if (!deferred) return;
-  SettlePromise(env, deferred, cancelled_, failed_, error_, [&] {
-    Napi::Object result = Napi::Object::New(env);
-    result.Set("preads", static_cast<double>(preads_.load()));
-    result.Set("copies", static_cast<double>(copies_.load()));
-    result.Set("busyNs", static_cast<double>(busyNs_.load()));
-    result.Set("ioNs", static_cast<double>(ioNs_.load()));
-    result.Set("waitNs", static_cast<double>(waitNs_.load()));
-    Napi::Array errors = Napi::Array::New(env, readErrors_.size());
-    for (size_t i = 0; i < readErrors_.size(); ++i) {
-      Napi::Object e = Napi::Object::New(env);
-      e.Set("read", readErrors_[i].first);
-      e.Set("error", ToJs(env, readErrors_[i].second));
-      errors.Set(static_cast<uint32_t>(i), e);
-    }
-    result.Set("readErrors", errors);
-    return result;
-  });
-  keep.Reset();
-  progress.Reset();
 }
 
 }  // namespace penstock

@@ -1,10 +1,8 @@
 // Batched reads: one operation carrying many byte ranges of one or several files into host or
 // device memory. TypeScript plans everything (which ranges share one pread, the order in staging,
-// how reads are grouped into tasks); batch_bindings.cc checks the plan and starts it, and the
-// tasks here carry it out.
+// how reads are grouped into tasks); batch_bindings.cc checks the plan, starts it and holds its
+// JS side, and the tasks here carry it out.
 #pragma once
-#include <napi.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -14,7 +12,7 @@
 #include <vector>
 
 #include "cuda_api.h"
-#include "errors.h"
+#include "error_record.h"
 
 namespace penstock {
 
@@ -36,16 +34,16 @@ struct Task {
   uint32_t firstRead = 0, reads = 0;
   int device = -1;  // -1: host targets only
 };
-class BatchOp;
 
-struct BatchEvent {
-  std::shared_ptr<BatchOp> op;
-  bool done;  // false: progress
+// Where a batch's progress and end go (batch_bindings.cc posts both to the JS thread).
+class BatchListener {
+ public:
+  // Any thread: progress (done false), or the end (done true: once, after the last task).
+  virtual void Posted(bool done) = 0;
+
+ protected:
+  ~BatchListener() = default;
 };
-
-// Main thread: settles the batch, or delivers progress (batch_bindings.cc).
-void DeliverBatchEvent(Napi::Env env, Napi::Function, std::nullptr_t*, BatchEvent* event);
-using BatchTsfn = Napi::TypedThreadSafeFunction<std::nullptr_t, BatchEvent, DeliverBatchEvent>;
 
 class BatchOp : public std::enable_shared_from_this<BatchOp> {
  public:
@@ -61,21 +59,29 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   double* pieceBytes = nullptr;  // per piece: bytes that arrived (written by tasks, read after they end)
   bool wantProgress = false;
 
-  // Main thread only.
-  Napi::Promise::Deferred* deferred = nullptr;
-  Napi::ObjectReference keep;  // the spec: its arrays and the target memory stay alive with it
-  Napi::FunctionReference progress;
-  BatchTsfn tsfn;
-  std::shared_ptr<BatchOp>* hook = nullptr;  // the environment cleanup hook's hold on this batch
+  // Set before Start(); it outlives the batch's last post.
+  BatchListener* listener = nullptr;
 
   // Queues runners on the pool (one per thread at most); each takes the next task in turn.
   void Start();
   void Cancel() { cancelled_ = true; }
-  // Environment teardown: stop, wait for running tasks, forget JS handles.
-  void Teardown();
-  void Settle(Napi::Env env);
-  void DeliverProgress(Napi::Env env);
-  bool Torn() const { return torn_; }
+  // Environment teardown: stop, and wait for the running tasks.
+  void CancelAndWait();
+
+  // What it came to, for the main thread: read once the batch has finished, except
+  // TakeProgress() (any time).
+  bool Cancelled() const { return cancelled_; }
+  bool Failed() const { return failed_; }
+  ErrorRecord Error() const;
+  uint64_t Preads() const { return preads_; }
+  uint64_t Copies() const { return copies_; }
+  uint64_t BusyNs() const { return busyNs_; }
+  uint64_t IoNs() const { return ioNs_; }
+  uint64_t WaitNs() const { return waitNs_; }
+  // Reads that failed, by index, each with its error.
+  const std::vector<std::pair<uint32_t, ErrorRecord>>& ReadErrors() const { return readErrors_; }
+  // Bytes done so far; clears the flag that keeps progress from being posted twice.
+  uint64_t TakeProgress();
 
  private:
   void RunNext();
@@ -96,16 +102,13 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   std::atomic<uint32_t> next_{0};
   std::atomic<size_t> remaining_{0};
   std::atomic<bool> cancelled_{false}, failed_{false}, progressPending_{false};
-  std::atomic<uint64_t> bytesDone_{0}, lastProgress_{0}, busyNs_{0}, ioNs_{0}, waitNs_{0}, preads_{0}, copies_{0};
-  std::mutex errorMutex_;
+  std::atomic<uint64_t> bytesDone_{0}, busyNs_{0}, ioNs_{0}, waitNs_{0}, preads_{0}, copies_{0};
+  mutable std::mutex errorMutex_;
   ErrorRecord error_;
   std::vector<std::pair<uint32_t, ErrorRecord>> readErrors_;
   std::mutex drainMutex_;
   std::condition_variable drained_;
   bool finished_ = false;  // guarded by drainMutex_
-  bool torn_ = false;
 };
-
-void RegisterBatch(Napi::Env env, Napi::Object exports);
 
 }  // namespace penstock

@@ -4,7 +4,7 @@
 
 #include <mutex>
 
-#include "io_op.h"
+#include "op_spec.h"
 
 namespace penstock {
 

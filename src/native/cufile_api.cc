@@ -3,7 +3,7 @@
 #include <mutex>
 
 #include "dl_library.h"
-#include "errors.h"
+#include "error_record.h"
 
 namespace penstock {
 

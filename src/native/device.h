@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "cuda_api.h"
-#include "errors.h"
+#include "error_record.h"
 
 namespace penstock {
 

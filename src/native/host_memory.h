@@ -9,31 +9,14 @@
 #pragma once
 #include <napi.h>
 
-#include <memory>
-
 #include "errors.h"
+#include "pinned_use.h"
 
 namespace penstock {
-
-struct PinnedBlock;
-
-// One operation's hold on a pinned block; releasing the last hold of a released block frees it.
-class PinnedUse {
- public:
-  explicit PinnedUse(std::shared_ptr<PinnedBlock> block);
-  ~PinnedUse();
-  PinnedUse(const PinnedUse&) = delete;
-  PinnedUse& operator=(const PinnedUse&) = delete;
-
- private:
-  std::shared_ptr<PinnedBlock> block_;
-};
 
 Napi::ArrayBuffer PinnedAlloc(Napi::Env env, size_t size);
 // Detaches the ArrayBuffer, so every view of it becomes empty, and frees the memory. Throws
 // ERR_PENSTOCK_BUFFER_BUSY while an operation uses it.
 void PinnedFree(Napi::Env env, Napi::ArrayBuffer buffer);
-// A hold on the pinned block holding [p, p + n), or null when that is not pinned memory.
-std::unique_ptr<PinnedUse> PinnedAcquire(const char* p, size_t n);
 
 }  // namespace penstock

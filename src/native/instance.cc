@@ -3,9 +3,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <set>
 #include <vector>
 
-#include "io_op.h"
+#include "op_result.h"
 
 namespace penstock {
 
@@ -37,7 +38,7 @@ void DrainAtExit() { std::atexit(OnExit); }
 
 void Instance::CancelAll() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& op : live_) op->Cancel();
+  for (auto& entry : live_) entry.second.op->Cancel();
 }
 
 Instance::Instance(Napi::Env env) {
@@ -52,19 +53,16 @@ Instance::Instance(Napi::Env env) {
 
 Instance* Instance::Get(Napi::Env env) { return env.GetInstanceData<Instance>(); }
 
-void Instance::Begin(Napi::Env env, std::shared_ptr<Operation> op) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (live_.empty()) tsfn_.Ref(env);
-  live_.insert(std::move(op));
-  ++running_;
-  std::lock_guard<std::mutex> live(g_liveMutex);
-  ++g_live;
-}
-
-void Instance::Finish(Napi::Env env, const std::shared_ptr<Operation>& op) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  live_.erase(op);
-  if (live_.empty()) tsfn_.Unref(env);
+void Instance::Start(Napi::Env env, std::shared_ptr<Operation> op, std::unique_ptr<JsSettlement> js) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (live_.empty()) tsfn_.Ref(env);
+    live_[op.get()] = Live{op, std::move(js)};
+    ++running_;
+    std::lock_guard<std::mutex> live(g_liveMutex);
+    ++g_live;
+  }
+  op->Start();
 }
 
 size_t Instance::Inflight() {
@@ -81,29 +79,46 @@ bool Instance::Post(std::shared_ptr<Operation> op, bool done) {
   return true;
 }
 
-void Instance::TasksDrained(const std::shared_ptr<Operation>& op) {
+bool Instance::Progressed(const std::shared_ptr<Operation>& op) { return Post(op, false); }
+
+void Instance::Drained(const std::shared_ptr<Operation>& op) {
   {
     // Before the Promise can settle: whatever runs after it must see this operation as done.
     std::lock_guard<std::mutex> live(g_liveMutex);
     if (--g_live == 0) g_liveDrained.notify_all();
   }
-  bool posted = Post(op, true);
+  Post(op, true);
   std::lock_guard<std::mutex> lock(mutex_);
   --running_;
   if (running_ == 0) drained_.notify_all();
-  (void)posted;
+}
+
+JsSettlement* Instance::JsOf(const Operation* op) {
+  // Entries go only on this thread (Settle, Teardown), so the pointer outlives the lock: JS
+  // called through it may start operations, which takes the lock again.
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(op);
+  return it == live_.end() ? nullptr : it->second.js.get();
+}
+
+void Instance::Settle(Napi::Env env, const std::shared_ptr<Operation>& op) {
+  if (JsSettlement* js = JsOf(op.get()))
+    js->Settle(env, op->TakeProgress(), op->Cancelled(), op->Failed(), op->Error(), [&] { return OperationResultJs(env, *op); });
+  std::lock_guard<std::mutex> lock(mutex_);
+  live_.erase(op.get());
+  if (live_.empty()) tsfn_.Unref(env);
 }
 
 void Instance::Deliver(Napi::Env env, Napi::Function, std::nullptr_t*, Event* event) {
   std::unique_ptr<Event> ev(event);
   if (env == nullptr) return;  // the environment is being torn down
+  Instance* self = Get(env);
   try {
     Napi::HandleScope scope(env);
     if (ev->done) {
-      ev->op->Settle(env);
-      Get(env)->Finish(env, ev->op);
-    } else {
-      ev->op->DeliverProgress(env);
+      self->Settle(env, ev->op);
+    } else if (JsSettlement* js = self->JsOf(ev->op.get())) {
+      js->Progress(env, ev->op->TakeProgress());
     }
   } catch (const Napi::Error&) {
     // A terminating worker refuses to run JS (resolving a Promise fails there). Nothing can be
@@ -117,19 +132,19 @@ void Instance::Teardown() {
     g_instances.erase(this);
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  for (auto& op : live_) op->Cancel();
+  for (auto& entry : live_) entry.second.op->Cancel();
   // Tasks already running finish their current pread or copy; queued ones see the cancel flag
   // and skip. Waiting here means no worker touches this environment's memory after it is gone.
   drained_.wait(lock, [&] { return running_ == 0; });
   // The environment is going away: its references must not be deleted through it later, so the
-  // unsettled operations are left behind on purpose (the process is ending or the worker is).
-  // They stay in a list that is never destroyed: kept on purpose, not lost.
+  // unsettled operations' JS sides are abandoned and left behind on purpose (the process is
+  // ending or the worker is), in a list that is never destroyed: kept, not lost.
   if (!live_.empty()) {
-    static auto* abandoned = new std::vector<std::shared_ptr<Operation>>();
+    static auto* abandoned = new std::vector<Live>();
     std::lock_guard<std::mutex> keep(g_registryMutex);
-    for (auto& op : live_) {
-      op->Abandon();
-      abandoned->push_back(op);
+    for (auto& entry : live_) {
+      entry.second.js->Abandon();
+      abandoned->push_back(std::move(entry.second));
     }
   }
   live_.clear();

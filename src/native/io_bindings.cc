@@ -22,20 +22,16 @@ Napi::Value FromPtr(Napi::Env env, uint64_t p) { return Napi::BigInt::New(env, p
 
 Napi::Object StartOperation(Napi::Env env, const OpSpec& spec, Napi::Value keep, Napi::Value progress) {
   Instance* instance = Instance::Get(env);
-  auto op = std::make_shared<Operation>(instance, spec);
-  if (spec.host && spec.size > 0) op->pinned = PinnedAcquire(spec.host, spec.size);
-  auto* deferred = new Napi::Promise::Deferred(env);
-  op->deferred = deferred;
-  if (keep.IsObject()) op->keepAlive = Napi::Persistent(keep.As<Napi::Object>());
-  if (progress.IsFunction()) op->progress = Napi::Persistent(progress.As<Napi::Function>());
+  std::unique_ptr<PinnedUse> pinned = spec.host && spec.size > 0 ? PinnedAcquire(spec.host, spec.size) : nullptr;
+  auto op = std::make_shared<Operation>(instance, spec, std::move(pinned));
+  auto js = std::make_unique<JsSettlement>(env, keep, progress);
   Napi::Object handle = Napi::Object::New(env);
-  handle.Set("promise", deferred->Promise());
+  handle.Set("promise", js->Promise());
   std::weak_ptr<Operation> weak = op;
   handle.Set("cancel", Napi::Function::New(env, [weak](const Napi::CallbackInfo& info) {
                if (auto o = weak.lock()) o->Cancel();
              }));
-  instance->Begin(env, op);
-  op->Start();
+  instance->Start(env, op, std::move(js));
   return handle;
 }
 
@@ -233,7 +229,8 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
   std::initializer_list<const char*> host = {"write", "route", "fd", "directFd", "fileOffset", "size", "taskSize", "maxRunners",
                                              "writePiece", "progress", "host", "hostOffset", "hostStagePiece", "directPiece"};
   std::initializer_list<const char*> staged = {"write", "route", "fd", "directFd", "fileOffset", "size", "taskSize", "maxRunners",
-                                               "writePiece", "progress", "devicePtr", "device", "stagePiece", "mappedRunners", "mappedPiece"};
+                                               "writePiece", "progress", "devicePtr", "device", "stagePiece", "mapped", "mappedPiece",
+                                               "mappedClaimDivisor"};
   std::initializer_list<const char*> cufile = {"write", "route", "fd", "directFd", "fileOffset", "size", "taskSize", "maxRunners",
                                                "writePiece", "progress", "devicePtr", "device", "cufileHandle", "cufileBase",
                                                "cufileBaseOffset"};
@@ -245,6 +242,8 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
   spec.size = ArgU64(s.Require("size"), "size");
   spec.taskSize = ArgU64(s.Require("taskSize"), "taskSize");
   if (spec.taskSize == 0) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "taskSize must be positive"));
+  if ((spec.size + spec.taskSize - 1) / spec.taskSize > TaskClaims::kMaxTasks)
+    ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "taskSize cuts the operation into too many tasks"));
   spec.maxRunners = ArgInt(s.Require("maxRunners"), "maxRunners", 0, kMaxWorkers);
   spec.writePiece = ArgU64(s.Require("writePiece"), "writePiece");
   Napi::Value keep = env.Undefined();
@@ -266,13 +265,17 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
     spec.stagePiece = ArgU64(s.Require("stagePiece"), "stagePiece");
     if (spec.stagePiece == 0 || spec.stagePiece % kAlign)
       ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "stagePiece must be a positive multiple of 4096"));
-    spec.mappedRunners = ArgInt(s.Require("mappedRunners"), "mappedRunners", 0, kMaxWorkers);
+    spec.mapped = ArgBool(s.Require("mapped"), "mapped");
     spec.mappedPiece = ArgU64(s.Require("mappedPiece"), "mappedPiece");
+    spec.mappedClaimDivisor = ArgU64(s.Require("mappedClaimDivisor"), "mappedClaimDivisor");
     // Registration works on whole pages and neighbouring pieces must not share one: a mapped share
     // needs a read with page-aligned tasks, and a driver that can register.
-    if (spec.mappedRunners && (spec.write || spec.mappedPiece == 0 || spec.fileOffset % kAlign || spec.taskSize % kAlign))
-      ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "mapped runners need a read with page-aligned fileOffset and taskSize and a positive mappedPiece"));
-    if (spec.mappedRunners && !(Cuda().MemHostRegister && Cuda().MemHostUnregister))
+    if (spec.mapped && (spec.write || spec.mappedPiece == 0 || spec.mappedClaimDivisor == 0 || spec.fileOffset % kAlign ||
+                        spec.taskSize % kAlign))
+      ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT",
+                                           "a mapped share needs a read with page-aligned fileOffset and taskSize, a positive "
+                                           "mappedPiece and a positive mappedClaimDivisor"));
+    if (spec.mapped && !(Cuda().MemHostRegister && Cuda().MemHostUnregister))
       ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_MAPPED_UNAVAILABLE", "this CUDA driver has no cuMemHostRegister"));
     std::lock_guard<std::mutex> lock(PoolMutex());
     DeviceState* d = PreparedDevice(spec.device);

@@ -1,168 +1,134 @@
-// One user-visible operation (a read or write of a byte range, or a buffer copy), split into
-// tasks for the pool. Tasks share this plain state; only the main thread touches JS values.
+// One user-visible operation (a transfer between a file and memory, or a buffer copy), split into
+// tasks for the pool. Worker-side state only: its JS side (the promise, the JS values its tasks
+// use, the progress callback) is held by the bindings (instance.h, js_settlement.h), which this
+// class reaches only through OperationListener.
 #pragma once
-#include <napi.h>
-
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 
-#include "cufile_api.h"
-#include "cuda_api.h"
-#include "errors.h"
-#include "host_memory.h"
+#include "error_record.h"
+#include "op_spec.h"
+#include "pinned_use.h"
+#include "task_claims.h"
+#include "work_counters.h"
 
 namespace penstock {
 
-enum class Route { PosixHost, PosixDevice, CuFile, CopyToDevice, CopyToHost };
+class Operation;
+class MappedRunner;
 
-// The "baton": everything a task needs, parsed from JS on the main thread.
-struct OpSpec {
-  bool write = false;
-  Route route = Route::PosixHost;
-  int fd = -1;
-  int directFd = -1;
-  uint64_t fileOffset = 0;
-  uint64_t size = 0;
-  uint64_t taskSize = 0;
-  char* host = nullptr;  // host target or source, already offset
-  CUdeviceptr dev = 0;   // device target or source, already offset
-  int device = -1;
-  CUfileHandle_t cufile = nullptr;
-  CUdeviceptr cufileBase = 0;
-  uint64_t cufileBaseOffset = 0;
-  bool wantProgress = false;
-  // Every size below is planned in TypeScript (transfer-plan.ts); none has a value of its own here.
-  // Host reads through cache-sized scratch and streaming stores, in pieces of this size (0: read
-  // straight into the target).
-  uint64_t hostStagePiece = 0;
-  // Host reads and writes through O_DIRECT: bytes per piece of aligned scratch.
-  uint64_t directPiece = 0;
-  // Staged device reads and writes: bytes per copy through a bounce half (at most a half).
-  uint64_t stagePiece = 0;
-  // Buffered writes through cache-sized scratch: host writes in pieces of this size, staged
-  // writes piece by piece (0: straight from the source or the bounce buffer).
-  uint64_t writePiece = 0;
-  // At most this many tasks in flight (0: one per pool thread). Buffered writes into one file
-  // serialise on its inode lock, so more writers than a few only wait.
-  uint32_t maxRunners = 0;
-  // Staged device reads: workers that also carry tasks from the range's end by registering the
-  // file's page-cache pages with CUDA and copying straight out of them (0: none), in pieces of
-  // `mappedPiece` bytes. Both ends are claimed until they meet, so the split follows the speeds.
-  uint32_t mappedRunners = 0;
-  uint64_t mappedPiece = 0;
+// Where an operation's progress and end go (instance.cc hands both to the JS thread).
+class OperationListener {
+ public:
+  // Any thread. False when it cannot be delivered (the environment is going away).
+  virtual bool Progressed(const std::shared_ptr<Operation>& op) = 0;
+  // The last task is done and no runner counts anything into the operation any more.
+  virtual void Drained(const std::shared_ptr<Operation>& op) = 0;
+
+ protected:
+  ~OperationListener() = default;
 };
 
-class Instance;
-
-// Adds the time until the end of its scope to a counter (per-stage timing of tasks).
-class StageTimer {
+// One count of an operation's outstanding work that is not a task: the operation cannot drain
+// (and so settle) while a hold is alive. Taken with Operation::Hold(), given back exactly once:
+// by Release() or when it goes out of scope.
+class DrainHold {
  public:
-  explicit StageTimer(std::atomic<uint64_t>& sink) : sink_(sink), t0_(Now()) {}
-  ~StageTimer() { sink_ += Now() - t0_; }
-  StageTimer(const StageTimer&) = delete;
-  StageTimer& operator=(const StageTimer&) = delete;
-  static uint64_t Now() {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::steady_clock::now().time_since_epoch())
-                                     .count());
+  DrainHold() = default;
+  DrainHold(DrainHold&& o) noexcept = default;
+  DrainHold& operator=(DrainHold&& o) noexcept {
+    Release();
+    op_ = std::move(o.op_);
+    return *this;
   }
+  DrainHold(const DrainHold&) = delete;
+  DrainHold& operator=(const DrainHold&) = delete;
+  ~DrainHold() { Release(); }
+  void Release();
 
  private:
-  std::atomic<uint64_t>& sink_;
-  uint64_t t0_;
+  friend class Operation;
+  explicit DrainHold(std::shared_ptr<Operation> op) : op_(std::move(op)) {}
+  std::shared_ptr<Operation> op_;
 };
 
 class Operation : public std::enable_shared_from_this<Operation> {
  public:
-  Operation(Instance* instance, OpSpec spec) : instance_(instance), spec_(spec) {}
+  // `pinned`: the pinned block the host memory lies in (if any), held until the last task is
+  // done (not until the promise settles, which an exiting environment may never get to).
+  Operation(OperationListener* listener, OpSpec spec, std::unique_ptr<PinnedUse> pinned);
   ~Operation();
 
-  // Queues all tasks on the pool. Main thread.
+  // Queues the runners on the pool. Main thread.
   void Start();
   void Cancel() { cancelled_ = true; }
-  // Environment teardown: forget JS handles without touching the dying environment.
-  void Abandon();
-  bool Cancelled() const { return cancelled_; }
 
-  // Main thread: settle the Promise, or deliver progress.
-  void Settle(Napi::Env env);
-  void DeliverProgress(Napi::Env env);
-
+  // For the operation's runners: the pool's, the mapped runner, the staging pipeline.
   const OpSpec& spec() const { return spec_; }
-
-  // Counts one task as finished; the last one hands the operation back to the JS thread.
+  bool Stopped() const { return cancelled_ || failed_; }
+  TaskClaims& claims() { return claims_; }
+  // Runs task `index` on the calling worker, counted in the route's share.
+  void RunTask(uint64_t index);
+  // Counts one task as finished; the last one (with no hold left) drains the operation.
   void FinishTask();
-  // Whether a read that fell back to buffered I/O because O_DIRECT was refused (EINVAL).
-  void NoteDirectRefused(int err);
+  DrainHold Hold();
   void Fail(ErrorRecord e);
-  // Finishes a worker's staged reads whose copies are still in flight (pool idle hook).
-  static void FlushDeferred();
-  Napi::Promise::Deferred* deferred = nullptr;
-  Napi::ObjectReference keepAlive;  // the JS memory the tasks use
-  // Pinned memory the tasks use, held until the last task is done (not until the Promise
-  // settles on the JS thread, which an exiting environment may never get to).
-  std::unique_ptr<PinnedUse> pinned;
-  Napi::FunctionReference progress;
+  void AddProgress(uint64_t n);
+
+  // What it came to, for the main thread: read once the operation has drained, except
+  // TakeProgress() (any time).
+  bool Cancelled() const { return cancelled_; }
+  bool Failed() const { return failed_; }
+  ErrorRecord Error() const;
+  // Bytes moved: the size, or less where the file ended.
+  uint64_t BytesMoved() const;
+  uint64_t Tasks() const { return tasks_; }
+  uint32_t PeakTasks() const { return peakRunning_; }
+  // The share its route carried (all of it but the mapped share's).
+  const WorkCounters& RouteWork() const { return routeWork_; }
+  // The mapped runner (staged reads that planned one), else null.
+  const MappedRunner* Mapped() const { return mapped_.get(); }
+  // Pieces that O_DIRECT refused and the buffered descriptor carried (0: none), and why.
+  uint64_t DirectFallbacks() const { return directFallbacks_; }
+  ErrorRecord DirectFallbackRecord() const;
+  // Bytes done so far; clears the flag that keeps progress from being posted twice.
+  uint64_t TakeProgress();
 
  private:
   void RunNext();
-  void RunTask(uint64_t begin, uint64_t length);
-  // Tasks are claimed from both ends of the range: staged runners take the next from the front,
-  // mapped runners up to `count` at a time from the back. Returns the first index and sets *got (0 when
-  // nothing is left).
-  uint64_t ClaimFront(uint64_t* got);
-  uint64_t ClaimBack(uint64_t count, uint64_t* got);
-  // Runs on one worker for the whole operation (mapped_read.cc).
-  void RunMapped();
-  ErrorRecord MapRange();
+  void Drained();
+  void NoteEof(uint64_t filePos);
+  void NoteDirectRefused(int err);
   ErrorRecord HostTask(uint64_t begin, uint64_t length, uint64_t* done);
-  // May leave its last copy in flight and return *deferred = true: the task then finishes when
-  // that copy is known complete (the worker's next use of the buffer half, or when it idles).
-  ErrorRecord StagedReadTask(uint64_t begin, uint64_t length, uint64_t* done, bool* deferred);
+  // May leave its last copy in flight and set *leftInFlight: the task then finishes when that
+  // copy is seen complete (the worker's next use of the half, or when it idles).
+  ErrorRecord StagedReadTask(uint64_t begin, uint64_t length, uint64_t* done, bool* leftInFlight);
   ErrorRecord StagedWriteTask(uint64_t begin, uint64_t length, uint64_t* done);
   ErrorRecord CuFileTask(uint64_t begin, uint64_t length, uint64_t* done);
-  ErrorRecord CopyTask(uint64_t begin, uint64_t length);
-  void NoteEof(uint64_t filePos);
-  void AddProgress(uint64_t n);
+  ErrorRecord CopyTask(uint64_t begin, uint64_t length, uint64_t* done);
 
-  Instance* instance_;
+  OperationListener* listener_;
   OpSpec spec_;
-  std::atomic<uint64_t> remaining_{0};
-  std::atomic<uint64_t> tasks_{0};
-  // Low 32 bits: the next unclaimed task from the front; high 32: one past the last from the back.
-  std::atomic<uint64_t> cursors_{0};
+  std::unique_ptr<PinnedUse> pinned_;
+  std::unique_ptr<MappedRunner> mapped_;
+  uint64_t tasks_ = 0;
   uint64_t taskBytes_ = 0;
-  std::atomic<uint64_t> bytesDone_{0};
-  std::atomic<uint64_t> busyNs_{0};
-  // Where the busy time went: inside read/write system calls, and waiting for GPU copies.
-  std::atomic<uint64_t> ioNs_{0};
-  std::atomic<uint64_t> waitNs_{0};
+  TaskClaims claims_;
+  // Tasks not yet finished, plus holds.
+  std::atomic<uint64_t> remaining_{0};
+  WorkCounters routeWork_;
   std::atomic<uint32_t> running_{0};  // tasks of this operation running now, and the most at once
   std::atomic<uint32_t> peakRunning_{0};
-  // The mapped runners' share, counted apart so each route's time stays its own.
-  std::atomic<uint64_t> mappedTasks_{0};
-  std::atomic<uint64_t> mappedBytes_{0};
-  std::atomic<uint64_t> mappedBusyNs_{0};
-  std::atomic<uint64_t> mappedIoNs_{0};
-  std::atomic<uint64_t> mappedWaitNs_{0};
-  ErrorRecord mappedError_;  // why mapped runners stopped early (guarded by errorMutex_)
-  bool mappedFailed_ = false;
-  void* map_ = nullptr;  // the range's page-cache mapping, for mapped runners
-  uint64_t mapSpan_ = 0;
-  uint64_t mapDelta_ = 0;  // fileOffset's distance from the page-aligned start of the mapping
   std::atomic<uint64_t> eofAt_{UINT64_MAX};
-  // Pieces moved through the buffered descriptor because O_DIRECT refused them (errno, 0: none).
   std::atomic<uint64_t> directFallbacks_{0};
   std::atomic<int> directFallbackErrno_{0};
-  void Drained();
+  std::atomic<uint64_t> bytesDone_{0};
+  std::atomic<bool> progressPending_{false};
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> failed_{false};
-  std::atomic<bool> progressPending_{false};
-  std::atomic<uint64_t> lastProgress_{0};
-  std::mutex errorMutex_;
+  mutable std::mutex errorMutex_;
   ErrorRecord error_;
 };
 

@@ -10,6 +10,7 @@
 #include "args.h"
 #include "bindings.h"
 #include "device.h"
+#include "errors.h"
 
 namespace penstock {
 

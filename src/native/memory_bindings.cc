@@ -94,7 +94,7 @@ Napi::Value MemGetInfoJs(const Napi::CallbackInfo& info) {
 Napi::Value CopyJs(const Napi::CallbackInfo& info, bool toDevice) {
   Napi::Env env = info.Env();
   OpSpec spec;
-  spec.route = toDevice ? Route::CopyToDevice : Route::CopyToHost;
+  spec.kind = toDevice ? OpKind::CopyToDevice : OpKind::CopyToHost;
   spec.device = OrdinalArg(info);
   Napi::Value hostValue = Arg(info, toDevice ? 2 : 1, "host");
   HostSpan span = ArgHost(hostValue, "host");

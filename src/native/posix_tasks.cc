@@ -36,7 +36,7 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
         }
         int e;
         {
-          StageTimer t(ioNs_);
+          StageTimer t(routeWork_.ioNs);
           e = PwriteFull(spec_.fd, src, n, filePos + pos);
         }
         if (e) return ErrorRecord::Os(e, "pwrite");
@@ -54,7 +54,7 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
         uint64_t n = std::min(spec_.hostStagePiece, length - pos);
         ssize_t r;
         {
-          StageTimer t(ioNs_);
+          StageTimer t(routeWork_.ioNs);
           r = PreadFull(spec_.fd, scratch, n, filePos + pos, false, &err);
         }
         if (r < 0) return ErrorRecord::Os(err, "pread");
@@ -71,7 +71,7 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
     }
     ssize_t r;
     {
-      StageTimer t(ioNs_);
+      StageTimer t(routeWork_.ioNs);
       r = PreadFull(spec_.fd, mem, length, filePos, false, &err);
     }
     if (r < 0) return ErrorRecord::Os(err, "pread");
@@ -91,7 +91,7 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
       memcpy(data, mem + pos, n);
       int e;
       {
-        StageTimer t(ioNs_);
+        StageTimer t(routeWork_.ioNs);
         e = WriteMaybeDirect(spec_.fd, spec_.directFd, data, at, n, &refused);
         if (refused) NoteDirectRefused(std::exchange(refused, 0));
       }
@@ -103,7 +103,7 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
       uint64_t got;
       int e;
       {
-        StageTimer t(ioNs_);
+        StageTimer t(routeWork_.ioNs);
         e = ReadMaybeDirect(spec_.fd, spec_.directFd, scratch, at, n, &data, &got, &refused);
         if (refused) NoteDirectRefused(std::exchange(refused, 0));
       }
@@ -121,7 +121,7 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
   return {};
 }
 
-ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t* done, bool* deferred) {
+ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t* done, bool* leftInFlight) {
   int refused = 0;  // errno of an O_DIRECT refusal that buffered I/O covered
   DeviceState* d = PreparedDevice(spec_.device);
   int w = ThreadPool::WorkerIndex();
@@ -132,7 +132,6 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
   Pipe& pipe = WorkerPipe(spec_.device);
   if (pipe.slot != slot) {
     pipe.Flush();
-    pipe.dev = d;
     pipe.slot = slot;
   }
   WorkerSlot& s = *slot;
@@ -144,12 +143,12 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
   ErrorRecord err;
   bool recorded = false;
   for (uint64_t pos = begin; pos < begin + length;) {
-    if (cancelled_ || failed_) break;
+    if (Stopped()) break;
     uint64_t n = std::min(pieceMax, begin + length - pos);
-    int h = pipe.nextHalf;
+    int h = pipe.sequence.NextHalf();
     char* buf = s.bounce + h * s.stride;
     {
-      StageTimer t(waitNs_);
+      StageTimer t(routeWork_.waitNs);
       err = pipe.Reuse(h);
     }
     if (!err.ok()) break;
@@ -158,7 +157,7 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
     uint64_t got;
     int e;
     {
-      StageTimer t(ioNs_);
+      StageTimer t(routeWork_.ioNs);
       e = ReadMaybeDirect(spec_.fd, spec_.directFd, buf, filePos, n, &data, &got, &refused);
       if (refused) NoteDirectRefused(std::exchange(refused, 0));
     }
@@ -170,8 +169,7 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
       err = PENSTOCK_CUDA(MemcpyHtoDAsync, spec_.dev + pos, data, got, s.stream);
       if (err.ok()) err = PENSTOCK_CUDA(EventRecord, s.events[h], s.stream);
       if (!err.ok()) break;
-      pipe.halfSeq[h] = ++pipe.seq;
-      pipe.nextHalf = h ^ 1;
+      pipe.sequence.Recorded(h);
       recorded = true;
       *done += got;
       AddProgress(got);
@@ -188,8 +186,8 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
     return err;
   }
   // The task's bytes count once they are on the GPU: finish it when its last copy completes.
-  pipe.waiting.push_back({shared_from_this(), pipe.seq});
-  *deferred = true;
+  pipe.sequence.Await(shared_from_this());
+  *leftInFlight = true;
   return {};
 }
 
@@ -226,11 +224,11 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
   if (useScratch && !scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
   ErrorRecord err = issue(0);
   for (uint64_t k = 0; k < pieces && err.ok(); ++k) {
-    if (cancelled_ || failed_) break;
+    if (Stopped()) break;
     // Overlap: the next piece comes off the GPU while this one goes to the file.
     if (k + 1 < pieces && !(err = issue(k + 1)).ok()) break;
     {
-      StageTimer t(waitNs_);
+      StageTimer t(routeWork_.waitNs);
       err = PENSTOCK_CUDA(EventSynchronize, s.events[k & 1]);
     }
     if (!err.ok()) break;
@@ -243,7 +241,7 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
     }
     int e;
     {
-      StageTimer t(ioNs_);
+      StageTimer t(routeWork_.ioNs);
       e = WriteMaybeDirect(spec_.fd, spec_.directFd, src, spec_.fileOffset + pos, n, &refused);
       if (refused) NoteDirectRefused(std::exchange(refused, 0));
     }

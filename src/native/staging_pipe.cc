@@ -7,6 +7,14 @@ namespace penstock {
 namespace {
 // One pipeline per GPU, so a worker alternating between GPUs keeps each one's copies in flight.
 thread_local Pipe t_pipes[kMaxPipes];
+
+// Ends a waiting task: its last copy completed, or failed with `err`.
+auto FinishWith(ErrorRecord err) {
+  return [err = std::move(err)](std::shared_ptr<Operation>& op) {
+    if (!err.ok()) op->Fail(err);
+    op->FinishTask();
+  };
+}
 }  // namespace
 
 Pipe& WorkerPipe(int device) { return t_pipes[device]; }
@@ -18,34 +26,19 @@ void FlushWorkerPipes() {
 
 void PollWorkerPipes() {
   for (auto& p : t_pipes)
-    if (p.slot && !p.waiting.empty()) p.Poll();
+    if (p.slot && p.sequence.HasWaiting()) p.Poll();
 }
 
 void Pipe::Poll() {
   CUresult r = Cuda().StreamQuery(slot->stream);
   if (r == CUDA_ERROR_NOT_READY) return;
-  Complete(UINT64_MAX, r == CUDA_SUCCESS ? ErrorRecord() : ErrorRecord::FromCuda(r, "cuStreamQuery"));
-  halfSeq[0] = halfSeq[1] = 0;
-}
-
-void Pipe::Complete(uint64_t upTo, const ErrorRecord& err) {
-  for (size_t i = 0; i < waiting.size();) {
-    if (waiting[i].seq <= upTo) {
-      if (!err.ok()) waiting[i].op->Fail(err);
-      waiting[i].op->FinishTask();
-      waiting[i] = std::move(waiting.back());
-      waiting.pop_back();
-    } else {
-      ++i;
-    }
-  }
+  sequence.AllComplete(FinishWith(CudaCallRecord(r, "cuStreamQuery")));
 }
 
 ErrorRecord Pipe::Reuse(int h) {
-  if (!halfSeq[h]) return {};
+  if (!sequence.InFlight(h)) return {};
   ErrorRecord err = PENSTOCK_CUDA(EventSynchronize, slot->events[h]);
-  Complete(halfSeq[h], err);
-  halfSeq[h] = 0;
+  sequence.HalfComplete(h, FinishWith(err));
   return err;
 }
 
@@ -57,11 +50,8 @@ void Pipe::Flush() {
   CUresult r = CUDA_ERROR_NOT_READY;
   for (int i = 0; i < 64 && r == CUDA_ERROR_NOT_READY; ++i) r = cu.StreamQuery(slot->stream);
   if (r == CUDA_ERROR_NOT_READY) r = cu.StreamSynchronize(slot->stream);
-  ErrorRecord err = CudaCallRecord(r, "cuStreamSynchronize");
-  Complete(UINT64_MAX, err);
-  halfSeq[0] = halfSeq[1] = 0;
+  sequence.AllComplete(FinishWith(CudaCallRecord(r, "cuStreamSynchronize")));
   slot = nullptr;
-  dev = nullptr;
 }
 
 }  // namespace penstock

@@ -1,21 +1,11 @@
 // Unit checks of the O_DIRECT alignment arithmetic (src/native/direct_span.h), built with a plain
-// C++17 compiler and run by test/native-units.test.ts. Exits non-zero on the first failed check.
+// C++17 compiler and run by test/native-units.test.ts; exits non-zero when any check fails.
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 
 #include "../../src/native/direct_span.h"
+#include "check.h"
 
 namespace {
-
-int g_failures = 0;
-
-void Expect(bool ok, const char* what, int line) {
-  if (ok) return;
-  std::fprintf(stderr, "direct_span_test.cc:%d: %s\n", line, what);
-  ++g_failures;
-}
-#define EXPECT(cond) Expect((cond), #cond, __LINE__)
 
 using penstock::kAlign;
 
@@ -94,10 +84,5 @@ int main() {
   WriteSplits();
   ReadSpans();
   BytesRead();
-  if (g_failures) {
-    std::fprintf(stderr, "%d check(s) failed\n", g_failures);
-    return EXIT_FAILURE;
-  }
-  std::puts("direct_span: all checks passed");
-  return EXIT_SUCCESS;
+  return check::Finish("direct_span");
 }

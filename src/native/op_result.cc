@@ -1,0 +1,39 @@
+#include "op_result.h"
+
+#include "errors.h"
+#include "mapped_read.h"
+
+namespace penstock {
+
+Napi::Object WorkShareJs(Napi::Env env, const WorkCounters& w) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("tasks", static_cast<double>(w.tasks.load()));
+  o.Set("bytes", static_cast<double>(w.bytes.load()));
+  o.Set("busyNs", static_cast<double>(w.busyNs.load()));
+  o.Set("ioNs", static_cast<double>(w.ioNs.load()));
+  o.Set("waitNs", static_cast<double>(w.waitNs.load()));
+  return o;
+}
+
+Napi::Object OperationResultJs(Napi::Env env, const Operation& op) {
+  Napi::Object result = Napi::Object::New(env);
+  result.Set("bytes", static_cast<double>(op.BytesMoved()));
+  result.Set("tasks", static_cast<double>(op.Tasks()));
+  result.Set("peakTasks", op.PeakTasks());
+  result.Set("routeShare", WorkShareJs(env, op.RouteWork()));
+  if (const MappedRunner* m = op.Mapped()) {
+    Napi::Object share = WorkShareJs(env, m->Work());
+    ErrorRecord refusal = m->Refusal();
+    if (!refusal.ok()) share.Set("error", ToJs(env, refusal));
+    result.Set("mapped", share);
+  }
+  if (uint64_t pieces = op.DirectFallbacks()) {
+    Napi::Object f = Napi::Object::New(env);
+    f.Set("pieces", static_cast<double>(pieces));
+    f.Set("record", ToJs(env, op.DirectFallbackRecord()));
+    result.Set("directFallback", f);
+  }
+  return result;
+}
+
+}  // namespace penstock

@@ -1,0 +1,15 @@
+// The plain objects an operation's promise resolves with (binding.ts NativeOpResult).
+#pragma once
+#include <napi.h>
+
+#include "io_op.h"
+#include "work_counters.h"
+
+namespace penstock {
+
+// One share of the work: { tasks, bytes, busyNs, ioNs, waitNs } (binding.ts NativeWorkShare).
+Napi::Object WorkShareJs(Napi::Env env, const WorkCounters& w);
+// The result of an operation that has drained and neither failed nor was cancelled.
+Napi::Object OperationResultJs(Napi::Env env, const Operation& op);
+
+}  // namespace penstock

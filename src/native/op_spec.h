@@ -1,0 +1,55 @@
+// What one operation is to do, parsed from JS on the main thread (io_bindings.cc,
+// memory_bindings.cc) and read by its tasks: plain data, every number planned in TypeScript.
+#pragma once
+#include <cstdint>
+
+#include "cuda_api.h"
+#include "cufile_api.h"
+
+namespace penstock {
+
+// A transfer between a file and memory, or a copy between host memory and a GPU buffer.
+enum class OpKind { File, CopyToDevice, CopyToHost };
+// How a file transfer moves its bytes (OpKind::File only).
+enum class Route { PosixHost, PosixDevice, CuFile };
+
+struct OpSpec {
+  OpKind kind = OpKind::File;
+  Route route = Route::PosixHost;
+  bool write = false;
+  int fd = -1;
+  int directFd = -1;
+  uint64_t fileOffset = 0;
+  uint64_t size = 0;
+  uint64_t taskSize = 0;
+  char* host = nullptr;  // host target or source, already offset
+  CUdeviceptr dev = 0;   // device target or source, already offset
+  int device = -1;
+  CUfileHandle_t cufile = nullptr;
+  CUdeviceptr cufileBase = 0;
+  uint64_t cufileBaseOffset = 0;
+  bool wantProgress = false;
+  // Every size below is planned in TypeScript (transfer-plan.ts); none has a value of its own here.
+  // Host reads through cache-sized scratch and streaming stores, in pieces of this size (0: read
+  // straight into the target).
+  uint64_t hostStagePiece = 0;
+  // Host reads and writes through O_DIRECT: bytes per piece of aligned scratch.
+  uint64_t directPiece = 0;
+  // Staged device reads and writes: bytes per copy through a bounce half (at most a half).
+  uint64_t stagePiece = 0;
+  // Buffered writes through cache-sized scratch: host writes in pieces of this size, staged
+  // writes piece by piece (0: straight from the source or the bounce buffer).
+  uint64_t writePiece = 0;
+  // At most this many tasks in flight (0: one per pool thread). Buffered writes into one file
+  // serialise on its inode lock, so more writers than a few only wait.
+  uint32_t maxRunners = 0;
+  // Staged device reads: whether one worker also carries tasks from the range's end by
+  // registering the file's page-cache pages with CUDA and copying straight out of them, in
+  // pieces of `mappedPiece` bytes, each claim at most 1/`mappedClaimDivisor` of the tasks left.
+  // Both ends are claimed until they meet, so the split follows the speeds.
+  bool mapped = false;
+  uint64_t mappedPiece = 0;
+  uint64_t mappedClaimDivisor = 0;
+};
+
+}  // namespace penstock
