@@ -60,22 +60,28 @@ export function taskSizeFor(s: Readonly<Settings>, size: number, runners: number
 }
 
 /**
- * Staged reads into the GPU aim for this many tasks per thread: the last round of copies (a
- * task's copy each, all landing at once on the copy engine) is then a small part of the read.
+ * Large staged reads into the GPU aim for this many tasks per thread: the last round of copies
+ * (a task's copy each, all landing at once on the copy engine) is then a small part of the read.
  * A 256 MiB read in 4 MiB tasks ends on 64 MiB of copies (1.2 ms of a 6 ms read); in 2 MiB
- * tasks on half that (bench section `split`: 41.5 → 44.2 GB/s on the H200).
+ * tasks on half that (bench section `split` on the H200: 43.0 → 44.2 and 43.6 → 44.6 GB/s in
+ * two runs; the section's own 256 MiB row 41.5 with 4 MiB tasks, 43.2 with 2 MiB in another).
  */
 export const DEVICE_TASKS_PER_THREAD = 8;
 /**
- * Staged device tasks no smaller than this: below it each task's copy costs more than the
+ * That aim cuts tasks no smaller than this: below it each task's copy costs more than the
  * shorter tail saves (bench section `split`: 16 MiB in 1 MiB tasks 22.7 GB/s, in 256 KiB 17.3).
  */
 export const DEVICE_TASK_FLOOR = 1 * MiB;
 
-/** Bytes per task of a staged read of `size` bytes into the GPU. */
+/**
+ * Bytes per task of a staged read of `size` bytes into the GPU: the general split
+ * ({@link taskSizeFor}: one task a thread above its floor), cut further for large reads to about
+ * {@link DEVICE_TASKS_PER_THREAD} a thread but not below {@link DEVICE_TASK_FLOOR}. A 1 MiB read
+ * so stays four tasks of 256 KiB (6.0 GB/s on the H200, against 2.3 as one task of 1 MiB).
+ */
 export function deviceReadTaskSize(s: Readonly<Settings>, size: number): number {
   const share = Math.ceil(size / (Math.max(1, s.threads) * DEVICE_TASKS_PER_THREAD));
-  const t = Math.min(s.taskSize, Math.max(DEVICE_TASK_FLOOR, share));
+  const t = Math.min(taskSizeFor(s, size), Math.max(DEVICE_TASK_FLOOR, share));
   return Math.ceil(t / TASK_ALIGN) * TASK_ALIGN;
 }
 

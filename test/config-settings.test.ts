@@ -128,7 +128,7 @@ describe('remote settings (rows of the same table)', () => {
   });
 
   it("resolve remoteWorkers 'auto' from the cores, and to 0 for an object with a lookup function", async () => {
-    assert.deepEqual([1, 2, 7, 8, 15, 16, 31, 32, 64, 256].map((c) => autoRemoteWorkers(c)), [0, 0, 0, 1, 1, 2, 3, 4, 4, 4]);
+    assert.deepEqual([1, 2, 7, 8, 15, 16, 31, 32, 64, 256].map((c) => autoRemoteWorkers(c)), [0, 0, 0, 2, 3, 4, 7, 8, 8, 8]);
     assert.deepEqual(fromEnvironment({ PENSTOCK_REMOTE_WORKERS: 'auto' }), { remoteWorkers: 'auto' });
     assert.throws(() => fromEnvironment({ PENSTOCK_REMOTE_WORKERS: 'some' }), { message: /PENSTOCK_REMOTE_WORKERS='some' is not valid: it accepts 'auto', or an integer from 0 to 256/ });
     assert.equal(remoteSettings({ remoteWorkers: 'auto' }).remoteWorkers, autoRemoteWorkers());

@@ -34,11 +34,12 @@ describe('task sizes', () => {
     }
   });
 
-  test('staged device reads: about 8 tasks a thread, at least DEVICE_TASK_FLOOR, at most taskSize', () => {
+  test('staged device reads: the general split, cut to about 8 tasks a thread for large reads but not below DEVICE_TASK_FLOOR', () => {
     assert.equal(deviceReadTaskSize(s(16), 256 * MiB), 2 * MiB, '256 MiB: a short tail of copies');
     assert.equal(deviceReadTaskSize(s(16), 1024 * MiB), 4 * MiB, 'large reads keep taskSize');
     assert.equal(deviceReadTaskSize(s(16), 16 * MiB), DEVICE_TASK_FLOOR, '16 MiB: one task a thread');
-    assert.equal(deviceReadTaskSize(s(16), 4 * KiB), DEVICE_TASK_FLOOR);
+    assert.equal(deviceReadTaskSize(s(16), 1 * MiB), TASK_FLOOR, '1 MiB: four tasks, as the general split has it');
+    assert.equal(deviceReadTaskSize(s(16), 4 * KiB), TASK_FLOOR);
     assert.equal(deviceReadTaskSize(s(4, 64 * KiB), 16 * MiB), 64 * KiB, 'a taskSize below the floor is kept');
     assert.equal(deviceReadTaskSize(s(16), 300 * MiB + 1) % 4096, 0);
   });
