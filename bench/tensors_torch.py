@@ -3,6 +3,10 @@
 
   tensors_torch.py hashes FILE...                 load_file(device="cuda:0") per file; print
                                                   {"name": sha256 of the tensor's bytes in GPU memory}
+  tensors_torch.py rows INDEX COUNT DEVICE FILE... load_file(device="cuda:DEVICE") per file; print the
+                                                  hashes of tensor-parallel shard INDEX of COUNT: rows
+                                                  [INDEX*R//COUNT, (INDEX+1)*R//COUNT) of every 2-D
+                                                  tensor, other tensors whole
   tensors_torch.py bench METHOD REPEATS FILE...   METHOD load_file or safe_open; time REPEATS loads
                                                   (in this one process) and print one JSON object
 
@@ -37,6 +41,21 @@ def hashes(files):
         tensors = load_file(f, device="cuda:0")
         torch.cuda.synchronize()
         for name, t in tensors.items():
+            out[name] = {"sha256": gpu_bytes_sha256(t), "dtype": str(t.dtype), "shape": list(t.shape)}
+        del tensors
+        torch.cuda.empty_cache()
+    print(json.dumps(out))
+
+
+def rows(index, count, device, files):
+    out = {}
+    for f in files:
+        tensors = load_file(f, device=f"cuda:{device}")
+        torch.cuda.synchronize()
+        for name, t in tensors.items():
+            if t.dim() == 2:
+                r = t.shape[0]
+                t = t[index * r // count:(index + 1) * r // count]
             out[name] = {"sha256": gpu_bytes_sha256(t), "dtype": str(t.dtype), "shape": list(t.shape)}
         del tensors
         torch.cuda.empty_cache()
@@ -92,6 +111,8 @@ def bench(method, repeats, files):
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "hashes":
         hashes(sys.argv[2:])
+    elif len(sys.argv) >= 6 and sys.argv[1] == "rows":
+        rows(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:])
     elif len(sys.argv) >= 5 and sys.argv[1] == "bench" and sys.argv[2] in ("load_file", "safe_open"):
         bench(sys.argv[2], int(sys.argv[3]), sys.argv[4:])
     else:
