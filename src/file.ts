@@ -271,9 +271,7 @@ export class PenstockFile {
           try {
             r = readCachedToDevice(this.#fd, device, memory.ptr + BigInt(memOffset), size, fileOffset);
           } catch (err) {
-            const rec = recordOf('posix-device', device, undefined, true, false);
-            this.#stats.record(rec);
-            globalStats.record(rec);
+            this.#count(recordOf('posix-device', device, undefined, true, false));
             throw fromNative(err, this.path);
           }
           if (r === 'unsupported') this.#inlineUnsupported = true;
@@ -322,12 +320,18 @@ export class PenstockFile {
     return host.pinned ? host.pinned.use(run) : run();
   }
 
+  /** Counts an operation's record in this file's stats and the process's; returns it. */
+  #count(rec: OpRecord): OpRecord {
+    this.#stats.record(rec);
+    globalStats.record(rec);
+    return rec;
+  }
+
   /** Records a read done on the calling thread (inline-read.ts) and settles it as the pool would. */
   #inlineDone(route: 'posix-host' | 'posix-device', device: number | undefined, bytes: number, ns: number, onProgress: ((n: number) => void) | undefined): Promise<OpRecord> {
     const rec = recordOf(route, device, { bytes, tasks: 1, peakTasks: 1, routeShare: { tasks: 1, bytes, busyNs: ns, ioNs: ns, waitNs: 0 } }, false, false);
     rec.inline = true;
-    this.#stats.record(rec);
-    globalStats.record(rec);
+    this.#count(rec);
     if (!onProgress) return Promise.resolve(rec);
     // Progress comes after the call returns, as it does from the pool.
     return Promise.resolve().then(() => {
@@ -357,14 +361,9 @@ export class PenstockFile {
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
       const r = await op.promise;
-      const rec = record(r, false);
-      this.#stats.record(rec);
-      globalStats.record(rec);
-      return rec;
+      return this.#count(record(r, false));
     } catch (err) {
-      const rec = record(undefined, true);
-      this.#stats.record(rec);
-      globalStats.record(rec);
+      this.#count(record(undefined, true));
       const e = fromNative(err, this.path);
       if (e instanceof AbortError && signal?.reason !== undefined) throw new AbortError(undefined, { cause: signal.reason });
       throw e;

@@ -24,12 +24,7 @@ const UNSUPPORTED = new Set([95 /* EOPNOTSUPP */, 22 /* EINVAL */, 38 /* ENOSYS 
 /** Reads `size` bytes at `fileOffset` into `host` at `offset`, if the page cache has them all. */
 export function readCached(fd: number, host: HostRegion, offset: number, size: number, fileOffset: number): CachedRead {
   const t0 = performance.now();
-  const r = native().readCached(fd, host.view, host.offset + offset, size, fileOffset);
-  if (r === size) return { bytes: r, ns: Math.round((performance.now() - t0) * 1e6) };
-  // A short count is either the end of the file or a page that was not cached: the pool reads
-  // it again in full and tells which (the bytes already copied are the same bytes).
-  if (r < 0 && UNSUPPORTED.has(-r)) return 'unsupported';
-  return 'pool';
+  return outcome(native().readCached(fd, host.view, host.offset + offset, size, fileOffset), size, t0);
 }
 
 /**
@@ -38,8 +33,14 @@ export function readCached(fd: number, host: HostRegion, offset: number, size: n
  */
 export function readCachedToDevice(fd: number, device: number, devicePtr: bigint, size: number, fileOffset: number): CachedRead {
   const t0 = performance.now();
-  const r = native().readCachedToDevice(fd, device, devicePtr, size, fileOffset);
+  return outcome(native().readCachedToDevice(fd, device, devicePtr, size, fileOffset), size, t0);
+}
+
+/** What the native answer `r` (bytes, or -errno) to a read of `size` bytes started at `t0` means. */
+function outcome(r: number, size: number, t0: number): CachedRead {
   if (r === size) return { bytes: r, ns: Math.round((performance.now() - t0) * 1e6) };
+  // A short count is either the end of the file or a page that was not cached (or, into a GPU,
+  // the staging in use by another thread): the pool reads it again in full and tells which.
   if (r < 0 && UNSUPPORTED.has(-r)) return 'unsupported';
   return 'pool';
 }

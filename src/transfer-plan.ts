@@ -47,6 +47,7 @@ export const MAPPED_CLAIM_DIVISOR = 4;
 export const TASK_FLOOR = 256 * KiB;
 /** Task boundaries stay on page multiples: O_DIRECT spans and mapped pieces need them. */
 const TASK_ALIGN = 4096;
+const alignUp = (n: number) => Math.ceil(n / TASK_ALIGN) * TASK_ALIGN;
 
 /**
  * Bytes per task for an operation of `size` bytes run by `runners` tasks at once: `taskSize` for
@@ -56,7 +57,7 @@ const TASK_ALIGN = 4096;
 export function taskSizeFor(s: Readonly<Settings>, size: number, runners: number = s.threads): number {
   const perRunner = Math.ceil(size / Math.max(1, runners));
   const t = Math.min(s.taskSize, Math.max(TASK_FLOOR, perRunner));
-  return Math.ceil(t / TASK_ALIGN) * TASK_ALIGN;
+  return alignUp(t);
 }
 
 /**
@@ -82,7 +83,7 @@ export const DEVICE_TASK_FLOOR = 1 * MiB;
 export function deviceReadTaskSize(s: Readonly<Settings>, size: number): number {
   const share = Math.ceil(size / (Math.max(1, s.threads) * DEVICE_TASKS_PER_THREAD));
   const t = Math.min(taskSizeFor(s, size), Math.max(DEVICE_TASK_FLOOR, share));
-  return Math.ceil(t / TASK_ALIGN) * TASK_ALIGN;
+  return alignUp(t);
 }
 
 /**
@@ -149,7 +150,7 @@ export const STAGE_PIECE_MIN = 64 * KiB;
 export function stagePiece(taskSize: number, half: number, direct: boolean, write: boolean): number {
   const halfPages = Math.max(TASK_ALIGN, Math.floor(half / TASK_ALIGN) * TASK_ALIGN);
   if (!write || direct) return halfPages;
-  const quarter = Math.ceil(taskSize / STAGE_PIECES_PER_TASK / TASK_ALIGN) * TASK_ALIGN;
+  const quarter = alignUp(taskSize / STAGE_PIECES_PER_TASK);
   return Math.min(halfPages, Math.max(STAGE_PIECE_MIN, quarter));
 }
 

@@ -49,7 +49,7 @@ Napi::Value ReadCachedToDevice(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() != 5) ThrowBadArgument(env, "readCachedToDevice(fd, device, devicePtr, size, fileOffset)");
   int fd = ArgInt(info[0], "fd", 0, INT32_MAX);
-  int device = ArgInt(info[1], "device", 0, kMaxWorkers);
+  int device = ArgInt(info[1], "device", 0, INT32_MAX);
   CUdeviceptr dst = ArgPtr(info[2], "devicePtr");
   uint64_t size = ReadCount(info[3], "size");
   uint64_t fileOffset = ReadCount(info[4], "fileOffset");
