@@ -197,6 +197,20 @@ export interface NativeMappedResult extends NativeWorkShare {
   error?: Error & { code?: string };
 }
 
+/**
+ * When an operation passed its milestones, in nanoseconds on the monotonic clock that
+ * `process.hrtime.bigint()` reads: started (main thread), first task began (a worker), last
+ * task finished (its last copy seen complete, for staged reads), drained, and its result built
+ * (main thread, just before the promise settles). 0: not reached (an empty operation has no tasks).
+ */
+export interface NativeOpTimeline {
+  startNs: number;
+  firstTaskNs: number;
+  lastTaskEndNs: number;
+  drainedNs: number;
+  settleNs: number;
+}
+
 export interface NativeOpResult {
   /** Bytes moved: the size, or less where the file ended. */
   bytes: number;
@@ -210,6 +224,8 @@ export interface NativeOpResult {
   mapped?: NativeMappedResult;
   /** Pieces that the file system refused through O_DIRECT (EINVAL) and that went buffered instead. */
   directFallback?: { pieces: number; record: NativeErrorRecord };
+  /** Where its time went: the hop to a worker, the work, the hop back. */
+  timeline: NativeOpTimeline;
 }
 
 export interface NativeOp {
@@ -359,7 +375,9 @@ export const NATIVE_RESULT_FIELDS = {
   op: { promise: 'required', cancel: 'required' } satisfies NativeFieldPresence<NativeOp>,
   opResult: {
     bytes: 'required', tasks: 'required', peakTasks: 'required', routeShare: 'required', mapped: 'optional', directFallback: 'optional',
+    timeline: 'required',
   } satisfies NativeFieldPresence<NativeOpResult>,
+  timeline: { startNs: 'required', firstTaskNs: 'required', lastTaskEndNs: 'required', drainedNs: 'required', settleNs: 'required' } satisfies NativeFieldPresence<NativeOpTimeline>,
   workShare: { tasks: 'required', bytes: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required' } satisfies NativeFieldPresence<NativeWorkShare>,
   directFallback: { pieces: 'required', record: 'required' } satisfies NativeFieldPresence<NonNullable<NativeOpResult['directFallback']>>,
   mappedResult: { tasks: 'required', bytes: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required', error: 'optional' } satisfies NativeFieldPresence<NativeMappedResult>,

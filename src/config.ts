@@ -72,6 +72,15 @@ export interface Settings {
    * docs/performance.md). Default true; false reads and writes straight from the caller's memory.
    */
   hostStaging: boolean;
+  /**
+   * Reads up to this many bytes whose range is in the page cache run on the calling thread: one
+   * non-blocking pread (and, into a GPU, one copy through the GPU's own inline staging, waited
+   * for there), while nothing else of this thread is in flight for a GPU target. They hold the
+   * event loop for that long, but skip the hand-off to a pool thread and back, which costs more
+   * than reading a megabyte on the machines measured (see docs/performance.md). 0: never.
+   * Default 1 MiB.
+   */
+  inlineReadMax: number;
   /** Path or soname of the CUDA driver library. Default `libcuda.so.1`. */
   cudaLibrary: string;
   /** Path or soname of the cuFile library. Default `libcufile.so.0`. */

@@ -10,7 +10,7 @@ import { defaults, fromEnvironment, validate, type Settings } from './config.js'
 import { fromNative, usage, PenstockError } from './errors.js';
 import type { CuFileEvidence } from './stats.js';
 import { cudaProblem, cufileUnavailableReason } from './reasons.js';
-import { INLINE_DEVICE_READ_MAX, POOL_SPIN_NS, poolSpinners } from './transfer-plan.js';
+import { POOL_SPIN_NS, poolSpinners } from './transfer-plan.js';
 
 let settings: Settings | undefined;
 let poolThreads = 0;
@@ -117,10 +117,10 @@ export function prepareDevice(ordinal: number): void {
   ensurePool();
   const s = currentSettings();
   const bounce = bounceBytes();
-  const key = `${poolThreads}/${bounce}`;
+  const key = `${poolThreads}/${bounce}/${s.inlineReadMax}`;
   if (prepared.get(ordinal) === key) return;
   checkDevice(ordinal);
-  call(() => native().devicePrepare(ordinal, bounce, gpuNumaNode(ordinal), INLINE_DEVICE_READ_MAX));
+  call(() => native().devicePrepare(ordinal, bounce, gpuNumaNode(ordinal), s.inlineReadMax));
   prepared.set(ordinal, key);
   // cuFile's driver open costs a few hundred milliseconds: pay it with the device's setup,
   // not inside somebody's first read.

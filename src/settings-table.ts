@@ -191,6 +191,16 @@ export const SETTINGS_TABLE: { readonly [K in keyof Settings]: SettingSpec<K> } 
     valid: isBool,
     doc: 'Large host reads and buffered writes go through cache-sized scratch.',
   },
+  inlineReadMax: {
+    variable: 'PENSTOCK_INLINE_READ_MAX',
+    unit: 'bytes',
+    default: () => 1 * MiB,
+    defaultText: '1MiB',
+    accepts: 'bytes from 0 to 16 MiB (0: never)',
+    parse: parseSizeText,
+    valid: (v) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= 16 * MiB,
+    doc: 'Cached reads up to this size run on the calling thread, skipping the pool (0: never).',
+  },
   cudaLibrary: {
     variable: 'PENSTOCK_CUDA_LIBRARY',
     default: () => 'libcuda.so.1',

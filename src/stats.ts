@@ -92,7 +92,7 @@ export interface OpRecord extends WorkShare {
 }
 
 /** An operation's record from what native code reported (nothing, when it failed early). */
-export function recordOf(route: Route, device: number | undefined, r: NativeOpResult | undefined, failed: boolean, direct: boolean): OpRecord {
+export function recordOf(route: Route, device: number | undefined, r: Omit<NativeOpResult, 'timeline'> | undefined, failed: boolean, direct: boolean): OpRecord {
   const own = r?.routeShare;
   const rec: OpRecord = {
     route, tasks: r?.tasks ?? 0, bytes: r?.bytes ?? 0, busyNs: own?.busyNs ?? 0, ioNs: own?.ioNs ?? 0, waitNs: own?.waitNs ?? 0, failed, direct,

@@ -87,31 +87,21 @@ export function deviceReadTaskSize(s: Readonly<Settings>, size: number): number 
 }
 
 /**
- * Host reads up to this size are first tried on the calling thread, from the page cache
- * (inline-read.ts). Up to here the copy costs less than the pool's hand-offs; past it the
- * event loop would be held for longer than a pool read takes (bench section `latency`).
+ * Whether a host read of `size` bytes is first tried on the calling thread (inline-read.ts): up
+ * to the `inlineReadMax` setting, where that costs less than the pool's hand-offs.
  */
-export const INLINE_READ_MAX = 64 * KiB;
-
-/** Whether a host read of `size` bytes is first tried on the calling thread. */
 export function readsInline(s: Readonly<Settings>, size: number): boolean {
-  return size > 0 && size <= INLINE_READ_MAX && s.directIoRead !== true;
+  return size > 0 && size <= s.inlineReadMax && s.directIoRead !== true;
 }
 
 /**
- * Device reads up to this size are first tried on the calling thread: one pread from the page
- * cache into the GPU's inline staging and one copy, waited for there. Up to here that costs less
- * than the pool's hand-offs and the wake-up of the JS thread after them (bench section `latency`).
- */
-export const INLINE_DEVICE_READ_MAX = 64 * KiB;
-
-/**
- * Whether a device read of `size` bytes is first tried on the calling thread. Only while none of
- * this thread's operations is in flight: the copy is waited for on the calling thread, and
- * behind the pool's copies it could hold the event loop for as long as they take.
+ * Whether a device read of `size` bytes is first tried on the calling thread: one pread from the
+ * page cache into the GPU's inline staging and one copy, waited for there. Only while none of
+ * this thread's operations is in flight: behind the pool's copies the wait could hold the event
+ * loop for as long as they take.
  */
 export function readsInlineToDevice(s: Readonly<Settings>, size: number, inflight: () => number): boolean {
-  return size > 0 && size <= INLINE_DEVICE_READ_MAX && s.directIoRead !== true && inflight() === 0;
+  return size > 0 && size <= s.inlineReadMax && s.directIoRead !== true && inflight() === 0;
 }
 
 /**

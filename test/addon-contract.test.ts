@@ -68,10 +68,19 @@ test('an operation and its result carry exactly their typed fields', async () =>
       maxRunners: 0, writePiece: 0, host, hostOffset: 0, hostStagePiece: 0, directPiece: 0,
     });
     assertFields('submit()', op, NATIVE_RESULT_FIELDS.op);
+    const before = Number(process.hrtime.bigint());
     const result = await op.promise;
+    const after = Number(process.hrtime.bigint());
     assertFields('operation result', result, NATIVE_RESULT_FIELDS.opResult);
     assertFields('operation result routeShare', result.routeShare, NATIVE_RESULT_FIELDS.workShare);
+    assertFields('operation result timeline', result.timeline, NATIVE_RESULT_FIELDS.timeline);
     assert.equal(result.routeShare.tasks, result.tasks, 'no mapped share: the route carried every task');
+    // The milestones are in order, on the clock process.hrtime reads (the op was submitted
+    // before `before` was taken, so only its end is bounded by `before`).
+    const t = result.timeline;
+    const order = [t.startNs, t.firstTaskNs, t.lastTaskEndNs, t.drainedNs, t.settleNs, after];
+    for (let i = 1; i < order.length; i++) assert.ok(order[i - 1]! <= order[i]!, `timeline step ${i} in order: ${order.join(', ')}`);
+    assert.ok(t.settleNs >= before - 1e9 && t.startNs > after - 60e9, 'timeline on the process.hrtime clock');
     assert.deepEqual(Buffer.from(host), data);
     const registered = addon.cufileRegister(fd);
     assertFields('cufileRegister', registered, NATIVE_RESULT_FIELDS.cufileRegister);

@@ -1,6 +1,6 @@
 /**
  * Small device reads on the calling thread (the fake driver): a cached read of up to
- * INLINE_DEVICE_READ_MAX bytes goes from the page cache through the GPU's inline staging in one
+ * `inlineReadMax` bytes goes from the page cache through the GPU's inline staging in one
  * copy; anything that path cannot finish, or that would wait behind the pool, goes to the pool.
  */
 import { useFakeDriver, makeFile, withEnv } from './helpers.js';
@@ -9,9 +9,9 @@ useFakeDriver();
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 const { DeviceBuffer, configure, getConfig, open, PenstockError } = await import('../src/index.js');
-const { INLINE_DEVICE_READ_MAX } = await import('../src/transfer-plan.js');
 
 const initial = getConfig();
+const INLINE_DEVICE_READ_MAX = initial.inlineReadMax;
 afterEach(() => configure(initial));
 const KiB = 1024;
 

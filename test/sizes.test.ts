@@ -8,7 +8,7 @@ import { after, describe, test } from 'node:test';
 import { configure, getConfig, open } from '../src/index.js';
 import { defaults } from '../src/config.js';
 import {
-  DEVICE_TASK_FLOOR, deviceReadTaskSize, DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, INLINE_READ_MAX, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
+  DEVICE_TASK_FLOOR, deviceReadTaskSize, DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
   taskSizeFor, hostStagePiece,
 } from '../src/transfer-plan.js';
 import { makeFile } from './helpers.js';
@@ -142,10 +142,22 @@ describe('small reads on the calling thread', () => {
   test('reads larger than the inline limit, and O_DIRECT reads, use the pool', async () => {
     const { file, data } = makeFile(1 * MiB);
     await using f = await open(file);
-    const big = Buffer.alloc(INLINE_READ_MAX + 4096);
-    const rec = await f.readRecorded(big);
-    assert.notEqual(rec.inline, true);
-    assert.ok(big.equals(data.subarray(0, big.length)));
+    const limit = 64 * KiB;
+    const atLimit = Buffer.alloc(limit);
+    assert.equal((await f.readRecorded(atLimit)).inline, true, 'the default limit covers 64 KiB');
+    configure({ inlineReadMax: limit });
+    const big = Buffer.alloc(limit + 4096);
+    try {
+      const rec = await f.readRecorded(big);
+      assert.notEqual(rec.inline, true);
+      assert.ok(big.equals(data.subarray(0, big.length)));
+      assert.equal((await f.readRecorded(atLimit)).inline, true, 'the limit itself is inline');
+      configure({ inlineReadMax: 0 });
+      assert.notEqual((await f.readRecorded(atLimit)).inline, true, '0: never inline');
+      assert.ok(atLimit.equals(data.subarray(0, limit)));
+    } finally {
+      configure({ inlineReadMax: initial.inlineReadMax });
+    }
     configure({ directIoRead: true });
     try {
       const small = Buffer.alloc(4096);

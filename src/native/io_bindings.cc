@@ -281,8 +281,10 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
     DeviceState* d = PreparedDevice(spec.device);
     if (!d) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared"));
     // Another environment may have grown the pool since this device was prepared here.
-    ErrorRecord e = PrepareDevice(spec.device, d->half, ThreadPool::Instance().Size(), d->numaNode);
-    if (!e.ok()) ThrowRecord(env, e);
+    if (d->slotCount.load() < ThreadPool::Instance().Size()) {
+      ErrorRecord e = PrepareDevice(spec.device, d->half, ThreadPool::Instance().Size(), d->numaNode);
+      if (!e.ok()) ThrowRecord(env, e);
+    }
   }
   if (spec.route == Route::CuFile) {
     int id = ArgInt(s.Require("cufileHandle"), "cufileHandle", 0, INT32_MAX);

@@ -25,15 +25,20 @@ DrainHold Operation::Hold() {
 }
 
 void Operation::FinishTask() {
+  uint64_t now = NowNs();
+  for (uint64_t last = lastTaskEndNs_.load(); now > last && !lastTaskEndNs_.compare_exchange_weak(last, now);) {
+  }
   if (remaining_.fetch_sub(1) == 1) Drained();
 }
 
 void Operation::Drained() {
+  drainedNs_ = NowNs();
   pinned_.reset();
   listener_->Drained(shared_from_this());
 }
 
 void Operation::Start() {
+  startNs_ = NowNs();
   auto self = shared_from_this();
   // A buffer copy is one task; Submit checked that a file transfer's tasks fit TaskClaims.
   uint64_t task = spec_.kind == OpKind::File ? spec_.taskSize : std::max<uint64_t>(spec_.size, 1);
@@ -46,6 +51,7 @@ void Operation::Start() {
   }
   claims_.Reset(n);
   remaining_ = n;
+
   // Runners, not tasks, go in the queue: each takes the operation's next task and then queues
   // itself again at the back. Concurrent operations (one per GPU, say) so share the workers
   // task by task instead of running one after another in submission order.
@@ -63,16 +69,18 @@ void Operation::Start() {
       --runners;
     }
   }
+  runners_ = runners;
   for (uint64_t i = 0; i < runners; ++i) pool.Submit([self] { self->RunNext(); });
 }
 
 void Operation::RunNext() {
   Claim c = claims_.Front();
   if (!c.count) return;
-  // Queue the next turn before working, so the queue never runs dry behind a long task (a turn
-  // that finds nothing left just ends). An operation limited to a few tasks at once queues it
+  // Queue the next turn before working, so the queue never runs dry behind a long task, but only
+  // while tasks remain beyond one for each runner already queued (a turn that finds nothing left
+  // would cost a wake-up for nothing). An operation limited to a few tasks at once queues it
   // after instead: each runner is then one chain of tasks.
-  bool more = c.first + 1 < tasks_;
+  bool more = c.first + runners_ < tasks_;
   auto next = [this] {
     auto self = shared_from_this();
     ThreadPool::Instance().Submit([self] { self->RunNext(); });
@@ -86,6 +94,8 @@ void Operation::RunTask(uint64_t index) {
   uint64_t begin = index * taskBytes_;
   uint64_t length = std::min(taskBytes_, spec_.size - begin);
   uint64_t t0 = NowNs();
+  uint64_t unset = 0;
+  firstTaskNs_.compare_exchange_strong(unset, t0);
   uint32_t running = ++running_;
   for (uint32_t peak = peakRunning_.load(); running > peak && !peakRunning_.compare_exchange_weak(peak, running);) {
   }

@@ -90,11 +90,19 @@ class Operation : public std::enable_shared_from_this<Operation> {
   const WorkCounters& RouteWork() const { return routeWork_; }
   // The mapped runner (staged reads that planned one), else null.
   const MappedRunner* Mapped() const { return mapped_.get(); }
+
   // Pieces that O_DIRECT refused and the buffered descriptor carried (0: none), and why.
   uint64_t DirectFallbacks() const { return directFallbacks_; }
   ErrorRecord DirectFallbackRecord() const;
   // Bytes done so far; clears the flag that keeps progress from being posted twice.
   uint64_t TakeProgress();
+  // When it was started, its first task began, its last task finished and it drained
+  // (steady_clock ns; 0: not reached). Where the time of a small operation goes: the hop to a
+  // worker, the work, the hop back.
+  struct Timeline {
+    uint64_t startNs, firstTaskNs, lastTaskEndNs, drainedNs;
+  };
+  Timeline Times() const { return {startNs_.load(), firstTaskNs_.load(), lastTaskEndNs_.load(), drainedNs_.load()}; }
 
  private:
   void RunNext();
@@ -115,6 +123,7 @@ class Operation : public std::enable_shared_from_this<Operation> {
   std::unique_ptr<MappedRunner> mapped_;
   uint64_t tasks_ = 0;
   uint64_t taskBytes_ = 0;
+  uint64_t runners_ = 0;  // pool runners Start queued (the mapped runner not counted)
   TaskClaims claims_;
   // Tasks not yet finished, plus holds.
   std::atomic<uint64_t> remaining_{0};
@@ -126,6 +135,10 @@ class Operation : public std::enable_shared_from_this<Operation> {
   std::atomic<int> directFallbackErrno_{0};
   std::atomic<uint64_t> bytesDone_{0};
   std::atomic<bool> progressPending_{false};
+  std::atomic<uint64_t> startNs_{0};
+  std::atomic<uint64_t> firstTaskNs_{0};
+  std::atomic<uint64_t> lastTaskEndNs_{0};
+  std::atomic<uint64_t> drainedNs_{0};
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> failed_{false};
   mutable std::mutex errorMutex_;

@@ -21,6 +21,14 @@ Napi::Object OperationResultJs(Napi::Env env, const Operation& op) {
   result.Set("tasks", static_cast<double>(op.Tasks()));
   result.Set("peakTasks", op.PeakTasks());
   result.Set("routeShare", WorkShareJs(env, op.RouteWork()));
+  Operation::Timeline t = op.Times();
+  Napi::Object timeline = Napi::Object::New(env);
+  timeline.Set("startNs", static_cast<double>(t.startNs));
+  timeline.Set("firstTaskNs", static_cast<double>(t.firstTaskNs));
+  timeline.Set("lastTaskEndNs", static_cast<double>(t.lastTaskEndNs));
+  timeline.Set("drainedNs", static_cast<double>(t.drainedNs));
+  timeline.Set("settleNs", static_cast<double>(NowNs()));
+  result.Set("timeline", timeline);
   if (const MappedRunner* m = op.Mapped()) {
     Napi::Object share = WorkShareJs(env, m->Work());
     ErrorRecord refusal = m->Refusal();

@@ -22,12 +22,16 @@ int ThreadPool::Size() const {
 }
 
 void ThreadPool::Submit(std::function<void()> task) {
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(std::move(task));
-    queuedHint_.store(queue_.size(), std::memory_order_release);
+    queuedHint_.store(queue_.size(), std::memory_order_seq_cst);
+    // A spinning worker counted here has not yet taken the lock to look at the queue before
+    // sleeping (it leaves the count first), so it will see this task: one per queued task.
+    wake = static_cast<size_t>(spinning_.load(std::memory_order_seq_cst)) < queue_.size();
   }
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 void ThreadPool::Run(int index) {
@@ -47,13 +51,15 @@ void ThreadPool::Run(int index) {
       }
       if (!queue_.empty()) continue;
       if (spinners_.fetch_add(1) < maxSpinners_.load(std::memory_order_relaxed)) {
+        spinning_.fetch_add(1, std::memory_order_seq_cst);
         lock.unlock();
         auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spinNs_.load(std::memory_order_relaxed));
-        while (queuedHint_.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < until) {
+        while (queuedHint_.load(std::memory_order_seq_cst) == 0 && std::chrono::steady_clock::now() < until) {
 #if defined(__x86_64__)
           __builtin_ia32_pause();
 #endif
         }
+        spinning_.fetch_sub(1, std::memory_order_seq_cst);
         lock.lock();
       }
       spinners_.fetch_sub(1);

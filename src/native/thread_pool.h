@@ -52,6 +52,11 @@ class ThreadPool {
   std::atomic<uint64_t> spinNs_{0};
   std::atomic<int> maxSpinners_{0};
   std::atomic<int> spinners_{0};
+  // Workers inside the spin loop now: awake, idle, and bound to look at the queue under the lock
+  // before they sleep. Submit wakes a sleeper only for work they cannot all take: waking a thread
+  // (a futex call and, in a VM, an interrupt to another CPU) costs the submitting thread more than
+  // a small read.
+  std::atomic<int> spinning_{0};
   void (*idleHook_)() = nullptr;
 };
 

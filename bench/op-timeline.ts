@@ -1,0 +1,125 @@
+/**
+ * `npm run bench:timeline`: where the time of one mid-size or small operation goes, from the
+ * milestones the addon reports (binding.ts NativeOpTimeline) and the JS thread's own clock:
+ *
+ *   call     JS submit() call → the operation started (argument parsing, planning in native code)
+ *   to pool  started → its first task began on a worker (queue hop, thread wake-up)
+ *   work     first task began → last task finished (reads, copies, their waits)
+ *   back     last task finished → result built on the main thread (drain, hand-back, wake-up)
+ *   resume   result built → the awaiting JS code runs again (promise settlement)
+ *
+ * Sequential reads, each awaited, of warm files, through hand-made specs (as plan-knobs.ts),
+ * for several task counts, with the pool spinning as planned; then the public `file.read` for
+ * several `inlineReadMax` settings. Every column is a median in µs.
+ *
+ *   npm run bench:timeline -- [--dir DIR] [--json OUT]
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { native, type NativeOpResult, type NativeOpSpec } from '../src/binding.js';
+import { createTestFile } from '../src/bench/testfile.js';
+import { median } from '../src/bench/stats.js';
+import { configure, DeviceBuffer, getConfig, hasGpu, open, runtimeInfo, type Settings } from '../src/index.js';
+import { bounceBytes, ensurePool } from '../src/runtime.js';
+import { DIRECT_PIECE, POOL_SPIN_NS, poolSpinners, stagePiece } from '../src/transfer-plan.js';
+
+const { values } = parseArgs({ options: { dir: { type: 'string', default: os.tmpdir() }, json: { type: 'string' } } });
+const KiB = 1024;
+const MiB = KiB * KiB;
+const s = getConfig();
+const cores = os.availableParallelism();
+const gpu = hasGpu();
+if (!gpu) console.log(`no GPU: host rows only (${runtimeInfo().cuda.error ?? runtimeInfo().cuda.initError?.code})`);
+
+const fileSize = 256 * MiB;
+const file = path.join(values.dir!, `penstock-timeline-${process.pid}.bin`);
+await createTestFile(file, fileSize);
+const fd = fs.openSync(file, 'r');
+fs.readFileSync(file); // warm
+const dev = gpu ? DeviceBuffer.alloc(fileSize) : undefined;
+const host = Buffer.alloc(fileSize);
+ensurePool();
+const half = gpu ? bounceBytes() / 2 : 0;
+
+function spec(target: 'device' | 'host', size: number, taskSize: number): NativeOpSpec {
+  const base = { write: false, fd, directFd: -1, fileOffset: 0, size, taskSize, maxRunners: 0, writePiece: 0 } as const;
+  return target === 'device'
+    ? { ...base, route: 'posix-device', devicePtr: dev!.ptr, device: dev!.device, stagePiece: stagePiece(taskSize, half, false, false), mapped: false, mappedPiece: 0, mappedClaimDivisor: 0 }
+    : { ...base, route: 'posix-host', host, hostOffset: 0, hostStagePiece: 0, directPiece: DIRECT_PIECE };
+}
+
+const STEPS = ['call', 'to pool', 'work', 'back', 'resume', 'total', 'io'] as const;
+type Step = (typeof STEPS)[number];
+
+async function measure(sp: NativeOpSpec): Promise<Record<Step, number>> {
+  const n = Math.max(30, Math.min(300, Math.round((128 * MiB) / sp.size)));
+  const rows: Record<Step, number[]> = Object.fromEntries(STEPS.map((k) => [k, [] as number[]])) as never;
+  for (let i = 0; i < n + 10; i++) {
+    const t0 = Number(process.hrtime.bigint());
+    const r: NativeOpResult = await native().submit(sp).promise;
+    const t1 = Number(process.hrtime.bigint());
+    if (i < 10) continue; // warm-up
+    const t = r.timeline;
+    rows.call.push(t.startNs - t0);
+    rows['to pool'].push(t.firstTaskNs - t.startNs);
+    rows.work.push(t.lastTaskEndNs - t.firstTaskNs);
+    rows.back.push(t.settleNs - t.lastTaskEndNs);
+    rows.resume.push(t1 - t.settleNs);
+    rows.total.push(t1 - t0);
+    rows.io.push(r.routeShare.ioNs);
+  }
+  return Object.fromEntries(STEPS.map((k) => [k, median(rows[k]) / 1000])) as Record<Step, number>;
+}
+
+const out: Record<string, unknown>[] = [];
+const planned: [number, number] = [POOL_SPIN_NS, poolSpinners(s.threads, cores)];
+console.log(`${os.cpus()[0]?.model} × ${cores}, threads ${s.threads}${gpu ? `, bounce half ${half / MiB} MiB` : ''}; µs, medians`);
+console.log(`${'spin'.padEnd(12)} ${'target'.padEnd(9)} ${'size'.padStart(8)} ${'tasks'.padStart(5)} ${STEPS.map((k) => k.padStart(8)).join(' ')}   GB/s`);
+native().setThreads(s.threads, planned[0], planned[1]);
+const label = `${planned[0] / 1000}µs×${planned[1]}`;
+for (const size of [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB]) {
+  for (const target of gpu ? (['device', 'host'] as const) : (['host'] as const)) {
+    for (const tasks of [1, 4, 16, 64]) {
+      const taskSize = Math.max(16 * KiB, Math.ceil(size / tasks / (16 * KiB)) * 16 * KiB);
+      if (Math.ceil(size / taskSize) !== tasks) continue;
+      const m = await measure(spec(target, size, taskSize));
+      const gbps = size / (m.total * 1000);
+      out.push({ spinNs: planned[0], spinners: planned[1], target, size, tasks, ...m, gbps });
+      console.log(`${label.padEnd(12)} ${target.padEnd(9)} ${`${size / KiB}K`.padStart(8)} ${String(tasks).padStart(5)} ${STEPS.map((k) => m[k].toFixed(1).padStart(8)).join(' ')}   ${gbps.toFixed(2)}`);
+    }
+  }
+}
+// The public call, as planned (transfer-plan.ts), for the same sizes: what the TypeScript side
+// adds, and what the inlineReadMax setting changes.
+{
+  await using f = await open(file);
+  const initial = getConfig();
+  console.log('file.read, as planned: µs per read (median), GB/s');
+  for (const size of [64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB]) {
+    const configs: Partial<Settings>[] = size <= 4 * MiB ? [{}, { inlineReadMax: 64 * KiB }, { inlineReadMax: 4 * MiB }] : [{}];
+    for (const target of gpu ? (['device', 'host'] as const) : (['host'] as const)) {
+      for (const c of configs) {
+        configure({ ...initial, ...c });
+        const mem = target === 'device' ? dev! : host;
+        const n = Math.max(10, Math.min(300, Math.round((128 * MiB) / size)));
+        const times: number[] = [];
+        for (let i = 0; i < n + 5; i++) {
+          const t0 = Number(process.hrtime.bigint());
+          await f.read(mem, { size });
+          if (i >= 5) times.push(Number(process.hrtime.bigint()) - t0);
+        }
+        const us = median(times) / 1000;
+        const what = Object.entries(c).map(([k, v]) => `${k}=${v}`).join(' ') || 'defaults';
+        out.push({ api: 'file.read', target, size, settings: c, total: us, gbps: size / (us * 1000) });
+        console.log(`file.read    ${target.padEnd(6)} ${`${size / KiB}K`.padStart(8)} ${us.toFixed(1).padStart(9)} µs ${(size / (us * 1000)).toFixed(2).padStart(7)} GB/s  ${what}`);
+      }
+    }
+  }
+  configure(initial);
+}
+dev?.free();
+fs.closeSync(fd);
+fs.rmSync(file, { force: true });
+if (values.json) fs.writeFileSync(values.json, JSON.stringify({ cores, threads: s.threads, half, rows: out }, null, 2));
