@@ -68,56 +68,73 @@ interface Piece {
   device: number;
 }
 
-/** Cuts ranges into pieces no longer than their memory's largest read. */
-function cut(ranges: readonly PlanRange[], l: PlanLimits): Piece[] {
-  const out: Piece[] = [];
+/**
+ * Cuts ranges into pieces no longer than their memory's largest read, host pieces and device
+ * pieces apart. A batch holds thousands of ranges: the per-device limit is asked once per
+ * device, not once per range.
+ */
+function cut(ranges: readonly PlanRange[], l: PlanLimits): { host: Piece[]; device: Piece[] } {
+  const host: Piece[] = [];
+  const device: Piece[] = [];
+  const limits = new Map<number, number>();
   for (let i = 0; i < ranges.length; i++) {
     const r = ranges[i]!;
-    const max = r.device < 0 ? l.hostReadMax : l.deviceReadMax(r.device);
+    let max = l.hostReadMax;
+    if (r.device >= 0) {
+      let m = limits.get(r.device);
+      if (m === undefined) limits.set(r.device, (m = l.deviceReadMax(r.device)));
+      max = m;
+    }
+    const out = r.device < 0 ? host : device;
     for (let at = 0; at < r.size; at += max) {
       out.push({ range: i, file: r.file, offset: r.fileOffset + at, size: Math.min(max, r.size - at), target: r.target, targetOffset: r.targetOffset + at, device: r.device });
     }
   }
-  return out;
+  return { host, device };
 }
 
+/** One pread: the pieces `list[from, to)`, which lie next to each other in their sorted list. */
 interface Read {
   device: number;
   file: number;
   offset: number;
   end: number;
-  pieces: Piece[];
+  list: Piece[];
+  from: number;
+  to: number;
 }
 
 /** Plans a batch. Ranges of size 0 get no piece (they read nothing). */
 export function planBatch(ranges: readonly PlanRange[], l: PlanLimits): BatchPlan {
   const gap = l.coalesceGap ?? COALESCE_GAP;
-  const pieces = cut(ranges, l);
   // Host pieces in file order, so neighbours can share a pread. Device pieces in target order,
   // so staging keeps it and pieces next to each other on the GPU go in one copy (host reads copy
   // nowhere, and file order reads ahead best). Callers often pass ranges in one of these orders
   // already: sorting is skipped then.
-  const host = pieces.filter((p) => p.device < 0);
-  const device = host.length === pieces.length ? [] : pieces.filter((p) => p.device >= 0);
+  const { host, device } = cut(ranges, l);
   sortIfNeeded(host, (a, b) => a.file - b.file || a.offset - b.offset);
   sortIfNeeded(device, (a, b) => a.device - b.device || a.target - b.target || a.targetOffset - b.targetOffset || a.offset - b.offset);
   const reads: Read[] = [];
   let cur: Read | undefined;
-  for (const p of host) {
+  for (let i = 0; i < host.length; i++) {
+    const p = host[i]!;
     const end = Math.max(cur?.end ?? 0, p.offset + p.size);
     if (cur && cur.file === p.file && p.offset <= cur.end + gap && end - cur.offset <= l.hostReadMax) {
       cur.end = end;
-      cur.pieces.push(p);
-    } else reads.push((cur = { device: -1, file: p.file, offset: p.offset, end: p.offset + p.size, pieces: [p] }));
+      cur.to = i + 1;
+    } else reads.push((cur = { device: -1, file: p.file, offset: p.offset, end: p.offset + p.size, list: host, from: i, to: i + 1 }));
   }
   cur = undefined;
-  for (const p of device) {
-    if (cur && cur.device === p.device && cur.file === p.file && p.offset + p.size - cur.offset <= l.deviceReadMax(p.device) && continues(cur, p)) {
+  let max = 0;
+  for (let i = 0; i < device.length; i++) {
+    const p = device[i]!;
+    if (i === 0 || device[i - 1]!.device !== p.device) max = l.deviceReadMax(p.device);
+    if (cur && cur.device === p.device && cur.file === p.file && p.offset + p.size - cur.offset <= max && continues(cur, p)) {
       cur.end = p.offset + p.size;
-      cur.pieces.push(p);
-    } else reads.push((cur = { device: p.device, file: p.file, offset: p.offset, end: p.offset + p.size, pieces: [p] }));
+      cur.to = i + 1;
+    } else reads.push((cur = { device: p.device, file: p.file, offset: p.offset, end: p.offset + p.size, list: device, from: i, to: i + 1 }));
   }
-  return encode(reads, pieces.length, l);
+  return encode(reads, host.length + device.length, l);
 }
 
 function sortIfNeeded<T>(a: T[], order: (x: T, y: T) => number): void {
@@ -135,17 +152,18 @@ function sortIfNeeded<T>(a: T[], order: (x: T, y: T) => number): void {
  * copy engine more than a pread of a cached page costs a thread.
  */
 function continues(read: Read, p: Piece): boolean {
-  const last = read.pieces[read.pieces.length - 1]!;
+  const last = read.list[read.to - 1]!;
   return p.offset === read.end && last.offset + last.size === read.end && p.target === last.target && p.targetOffset === last.targetOffset + last.size;
 }
 
 /** Where a read lands straight in host memory: its pieces tile one stretch of one target exactly. */
 function directPlace(read: Read, hostTargets: number): { target: number; offset: number } | undefined {
-  const first = read.pieces[0]!;
+  const first = read.list[read.from]!;
   if (first.target >= hostTargets || first.offset !== read.offset) return undefined;
   const shift = first.targetOffset - first.offset;
   let next = read.offset;
-  for (const p of read.pieces) {
+  for (let i = read.from; i < read.to; i++) {
+    const p = read.list[i]!;
     if (p.target !== first.target || p.offset !== next || p.targetOffset - p.offset !== shift) return undefined;
     next = p.offset + p.size;
   }
@@ -169,10 +187,11 @@ function encode(reads: Read[], pieceCount: number, l: PlanLimits): BatchPlan {
     r7[at + 1] = rd.offset;
     r7[at + 2] = rd.end - rd.offset;
     r7[at + 3] = k;
-    r7[at + 4] = rd.pieces.length;
+    r7[at + 4] = rd.to - rd.from;
     r7[at + 5] = direct ? direct.target : -1;
     r7[at + 6] = direct ? direct.offset : 0;
-    for (const p of rd.pieces) {
+    for (let i = rd.from; i < rd.to; i++) {
+      const p = rd.list[i]!;
       p4[k * 4] = p.offset - rd.offset;
       p4[k * 4 + 1] = p.size;
       p4[k * 4 + 2] = p.target;

@@ -128,18 +128,25 @@ function start(ranges: readonly BatchRange[], options: BatchReadOptions): Promis
   const deviceTargets = new Map<DeviceBuffer, { index: number; length: number; device: number }>();
   const planned: PlanRange[] = new Array(ranges.length);
   const hostRanges: number[] = [];
+  // Ranges mostly repeat the file and target of the one before: those skip the lookups.
+  let lastFile: PenstockFile | undefined;
+  let lastFi = -1;
+  let lastDevice: DeviceBuffer | undefined;
+  let lastD: { index: number; length: number; device: number } | undefined;
   for (let i = 0; i < ranges.length; i++) {
     const r = ranges[i];
     if (!r || typeof r !== 'object') throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `ranges[${i}] must be an object, got ${describe(r)}`);
     const file = r.file ?? options.file;
     if (file === undefined) throw usage('ERR_PENSTOCK_NO_FILE', `ranges[${i}] names no file and the batch has no default file`);
     if (!(file instanceof PenstockFile)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `ranges[${i}].file must be a PenstockFile`);
-    let fi = files.get(file);
+    let fi = file === lastFile ? lastFi : files.get(file);
     if (fi === undefined) {
       if (file.closed) throw usage('ERR_PENSTOCK_FILE_CLOSED', `The file ${file.path} is closed`);
       if (!READABLE.has(file.flags)) throw usage('ERR_PENSTOCK_NOT_READABLE', `The file ${file.path} was opened '${file.flags}' (write-only)`);
       files.set(file, (fi = files.size));
     }
+    lastFile = file;
+    lastFi = fi;
     const { fileOffset, size } = r;
     const targetOffset = r.targetOffset ?? 0;
     // Names for the messages are built only on failure: a batch may hold 10 000 ranges.
@@ -147,12 +154,14 @@ function start(ranges: readonly BatchRange[], options: BatchReadOptions): Promis
     if (!isLength(size)) checkLength(size, `ranges[${i}].size`);
     if (!isLength(targetOffset)) checkLength(targetOffset, `ranges[${i}].targetOffset`);
     const t = r.target;
-    if (t instanceof DeviceBuffer) {
-      let d = deviceTargets.get(t);
+    if (t === lastDevice || t instanceof DeviceBuffer) {
+      let d = t === lastDevice ? lastD : deviceTargets.get(t);
       if (d === undefined) {
         t.assertLive();
         deviceTargets.set(t, (d = { index: devices.push(t) - 1, length: t.byteLength, device: t.device }));
       }
+      lastDevice = t;
+      lastD = d;
       if (targetOffset > d.length || size > d.length - targetOffset) checkRange(targetOffset, size, d.length, `DeviceBuffer of ranges[${i}]`);
       planned[i] = { file: fi, fileOffset, size, target: d.index, targetOffset, device: d.device };
     } else {

@@ -298,7 +298,7 @@ export interface NativeAddon {
    * `devicePtr`, on the calling thread: `size` once the bytes are on the GPU, else -errno or a
    * short count (nothing copied); -EBUSY while another thread uses the staging.
    */
-  readCachedToDevice(fd: number, device: number, devicePtr: bigint, size: number, fileOffset: number): number;
+  readCachedToDevice(fd: number, device: number, devicePtr: bigint, size: number, fileOffset: number, piece: number): number;
 }
 
 /** The package root: dist/src/binding.js lives two levels below it. */

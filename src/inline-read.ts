@@ -8,6 +8,7 @@
 import { performance } from 'node:perf_hooks';
 import { native } from './binding.js';
 import type { HostRegion } from './host-memory.js';
+import { INLINE_DEVICE_PIECE } from './transfer-plan.js';
 
 /** The outcome of one attempt. */
 export type CachedRead =
@@ -29,11 +30,13 @@ export function readCached(fd: number, host: HostRegion, offset: number, size: n
 
 /**
  * Reads `size` bytes at `fileOffset` into GPU memory at `devicePtr` on the calling thread, if
- * the page cache has them all: through the device's inline staging, the copy waited for here.
+ * the page cache has them all: through the device's inline staging in pieces of
+ * {@link INLINE_DEVICE_PIECE}, each piece's copy running under the next piece's pread, all of
+ * them waited for here.
  */
 export function readCachedToDevice(fd: number, device: number, devicePtr: bigint, size: number, fileOffset: number): CachedRead {
   const t0 = performance.now();
-  return outcome(native().readCachedToDevice(fd, device, devicePtr, size, fileOffset), size, t0);
+  return outcome(native().readCachedToDevice(fd, device, devicePtr, size, fileOffset, INLINE_DEVICE_PIECE), size, t0);
 }
 
 /** What the native answer `r` (bytes, or -errno) to a read of `size` bytes started at `t0` means. */

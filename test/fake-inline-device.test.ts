@@ -9,6 +9,7 @@ useFakeDriver();
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 const { DeviceBuffer, configure, getConfig, open, PenstockError } = await import('../src/index.js');
+const { INLINE_DEVICE_PIECE } = await import('../src/transfer-plan.js');
 
 const initial = getConfig();
 const INLINE_DEVICE_READ_MAX = initial.inlineReadMax;
@@ -40,7 +41,8 @@ describe('small device reads on the calling thread', () => {
     // Staged: where cuFile works (the fake's does), reads from gdsThreshold up go to cuFile.
     await using f = await open(file, 'r', { compatMode: 'on' });
     using dev = DeviceBuffer.alloc(INLINE_DEVICE_READ_MAX + 1);
-    for (const size of [1, 4095, 4096, 65535, INLINE_DEVICE_READ_MAX]) {
+    // Several pieces, and a last piece of one byte, copied while the next piece is read.
+    for (const size of [1, 4095, 4096, 65535, INLINE_DEVICE_PIECE + 1, 3 * INLINE_DEVICE_PIECE + 5, INLINE_DEVICE_READ_MAX]) {
       const rec = await f.readRecorded(dev, { fileOffset: 7, size });
       assert.equal(rec.inline, true, `${size}`);
       assert.ok((await dev.subarray(0, size).toBuffer()).equals(data.subarray(7, 7 + size)), `${size}`);
@@ -89,6 +91,36 @@ describe('small device reads on the calling thread', () => {
     const direct = await f.readRecorded(dev, { fileOffset: 0 });
     assert.notEqual(direct.inline, true);
     assert.ok((await dev.toBuffer()).equals(data.subarray(0, 4096)));
+  });
+
+  test('end of file in a later piece: the pool reads it all, nothing past the end is touched', async () => {
+    const fileSize = INLINE_DEVICE_PIECE + 4096 * 11 + 7;
+    const { file, data } = makeFile(fileSize);
+    await using f = await open(file, 'r', { compatMode: 'on' });
+    using dev = DeviceBuffer.alloc(2 * INLINE_DEVICE_PIECE);
+    await dev.copyFrom(Buffer.alloc(dev.byteLength, 0xee));
+    const rec = await f.readRecorded(dev);
+    assert.notEqual(rec.inline, true);
+    assert.equal(rec.bytes, fileSize);
+    const back = await dev.toBuffer();
+    assert.ok(back.subarray(0, fileSize).equals(data));
+    assert.ok(back.subarray(fileSize).every((b) => b === 0xee), 'past end of file untouched');
+  });
+
+  test('a failed copy of a later piece is a typed CUDA error after every copy is waited for', async () => {
+    const { file, data } = makeFile(4 * INLINE_DEVICE_PIECE);
+    await using f = await open(file, 'r', { compatMode: 'on' });
+    using dev = DeviceBuffer.alloc(4 * INLINE_DEVICE_PIECE);
+    await withEnv({ FAKE_CUDA_FAIL_COPY_AFTER: '2:inline-piece' }, async () => {
+      await assert.rejects(f.read(dev), (e: unknown) => {
+        assert.ok(e instanceof PenstockError);
+        assert.equal((e as { code: string }).code, 'CUDA_ERROR_ILLEGAL_ADDRESS');
+        return true;
+      });
+    });
+    const rec = await f.readRecorded(dev);
+    assert.equal(rec.inline, true);
+    assert.ok((await dev.toBuffer()).equals(data));
   });
 
   test('a failed copy is a typed CUDA error, and the next read works', async () => {

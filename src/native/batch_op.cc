@@ -41,6 +41,7 @@ void BatchOp::Start() {
   }
   ThreadPool& pool = ThreadPool::Instance();
   size_t runners = std::min<size_t>(tasks.size(), static_cast<size_t>(std::max(1, pool.Size())));
+  runners_ = runners;
   auto self = shared_from_this();
   for (size_t i = 0; i < runners; ++i) pool.Submit([self] { self->RunNext(); });
 }
@@ -54,8 +55,10 @@ void BatchOp::CancelAndWait() {
 void BatchOp::RunNext() {
   uint32_t i = next_.fetch_add(1);
   if (i >= tasks.size()) return;
-  // Queue the next turn first, so the runner rejoins behind other operations' runners.
-  if (i + 1 < tasks.size()) {
+  // Queue the next turn first, so the runner rejoins behind other operations' runners; only
+  // while tasks remain beyond one for each runner queued (a turn that finds nothing left would
+  // cost a wake-up for nothing).
+  if (i + runners_ < tasks.size()) {
     auto self = shared_from_this();
     ThreadPool::Instance().Submit([self] { self->RunNext(); });
   }

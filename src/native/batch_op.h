@@ -100,6 +100,7 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   ErrorRecord DeviceTask(const Task& t);
 
   std::atomic<uint32_t> next_{0};
+  size_t runners_ = 0;  // runners Start queued
   std::atomic<size_t> remaining_{0};
   std::atomic<bool> cancelled_{false}, failed_{false}, progressPending_{false};
   std::atomic<uint64_t> bytesDone_{0}, busyNs_{0}, ioNs_{0}, waitNs_{0}, preads_{0}, copies_{0};

@@ -41,31 +41,53 @@ Napi::Value ReadCached(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, static_cast<double>(PreadNoWait(fd, view.data + at, size, fileOffset)));
 }
 
-// readCachedToDevice(fd, device, devicePtr, size, fileOffset): `size` bytes (all of them), or
-// -errno, or a short count; only a full read is copied to the GPU. The copy runs on the inline
-// stream and is waited for here, so the bytes are on the GPU when this returns. Another thread
-// using the device's inline staging gives -EBUSY: the pool then takes the read.
+// readCachedToDevice(fd, device, devicePtr, size, fileOffset, piece): `size` bytes (all of
+// them), or -errno, or a short count. The read goes in pieces of `piece` bytes (planned in
+// TypeScript), each copied to the GPU on the inline stream as soon as it is read, so the copies
+// run under the later preads; all of them are waited for here before it returns, whatever the
+// outcome, so nothing of it is in flight when the pool takes over a read it could not finish.
+// Another thread using the device's inline staging gives -EBUSY: the pool then takes the read.
 Napi::Value ReadCachedToDevice(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info.Length() != 5) ThrowBadArgument(env, "readCachedToDevice(fd, device, devicePtr, size, fileOffset)");
+  if (info.Length() != 6) ThrowBadArgument(env, "readCachedToDevice(fd, device, devicePtr, size, fileOffset, piece)");
   int fd = ArgInt(info[0], "fd", 0, INT32_MAX);
   int device = ArgInt(info[1], "device", 0, INT32_MAX);
   CUdeviceptr dst = ArgPtr(info[2], "devicePtr");
   uint64_t size = ReadCount(info[3], "size");
   uint64_t fileOffset = ReadCount(info[4], "fileOffset");
+  uint64_t piece = ReadCount(info[5], "piece");
+  if (piece == 0) ThrowBadArgument(env, "piece must be positive");
   DeviceState* d = PreparedDevice(device);
   if (!d) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared"));
   InlineStaging& in = d->inlineStaging;
   std::unique_lock<std::mutex> use(in.mutex, std::try_to_lock);
   if (!use.owns_lock()) return Napi::Number::New(env, -EBUSY);
   if (size == 0 || size > in.bytes) ThrowBadArgument(env, "size must be between 1 and the device's inline staging");
-  ssize_t r = PreadNoWait(fd, in.buffer, size, fileOffset);
-  if (r != static_cast<ssize_t>(size)) return Napi::Number::New(env, static_cast<double>(r));
   ContextGuard guard(d->ctx);
-  ErrorRecord e = PENSTOCK_CUDA(MemcpyHtoDAsync, dst, in.buffer, size, in.stream);
-  if (e.ok()) e = PENSTOCK_CUDA(StreamSynchronize, in.stream);
+  ssize_t got = 0;
+  ErrorRecord e;
+  bool issued = false;
+  for (uint64_t at = 0; at < size && e.ok();) {
+    uint64_t n = std::min(piece, size - at);
+    ssize_t r = PreadNoWait(fd, in.buffer + at, n, fileOffset + at);
+    if (r < 0) {
+      got = r;
+      break;
+    }
+    if (r > 0) {
+      e = PENSTOCK_CUDA(MemcpyHtoDAsync, dst + at, in.buffer + at, static_cast<size_t>(r), in.stream);
+      issued = issued || e.ok();
+    }
+    got += r;
+    if (static_cast<uint64_t>(r) < n) break;  // not cached, or the end of the file: the pool reads it all
+    at += n;
+  }
+  if (issued) {
+    ErrorRecord waited = PENSTOCK_CUDA(StreamSynchronize, in.stream);
+    if (e.ok()) e = waited;
+  }
   if (!e.ok()) ThrowRecord(env, e);
-  return Napi::Number::New(env, static_cast<double>(r));
+  return Napi::Number::New(env, static_cast<double>(got));
 }
 
 }  // namespace
