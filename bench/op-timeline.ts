@@ -43,10 +43,11 @@ const host = Buffer.alloc(fileSize);
 ensurePool();
 const half = gpu ? bounceBytes() / 2 : 0;
 
-function spec(target: 'device' | 'host', size: number, taskSize: number): NativeOpSpec {
+/** `stageScratch`: staged reads through scratch pieces of that size, streamed into the bounce half. */
+function spec(target: 'device' | 'host', size: number, taskSize: number, stageScratch = 0): NativeOpSpec {
   const base = { write: false, fd, directFd: -1, fileOffset: 0, size, taskSize, maxRunners: 0, writePiece: 0 } as const;
   return target === 'device'
-    ? { ...base, route: 'posix-device', devicePtr: dev!.ptr, device: dev!.device, stagePiece: stagePiece(taskSize, half, false, false), mapped: false, mappedPiece: 0, mappedClaimDivisor: 0 }
+    ? { ...base, route: 'posix-device', devicePtr: dev!.ptr, device: dev!.device, stagePiece: stagePiece(taskSize, half, false, false), mapped: false, mappedPiece: 0, mappedClaimDivisor: 0, stageScratch }
     : { ...base, route: 'posix-host', host, hostOffset: 0, hostStagePiece: 0, directPiece: DIRECT_PIECE };
 }
 
@@ -79,15 +80,16 @@ console.log(`${os.cpus()[0]?.model} × ${cores}, threads ${s.threads}${gpu ? `, 
 console.log(`${'spin'.padEnd(12)} ${'target'.padEnd(9)} ${'size'.padStart(8)} ${'tasks'.padStart(5)} ${STEPS.map((k) => k.padStart(8)).join(' ')}   GB/s`);
 native().setThreads(s.threads, planned[0], planned[1]);
 const label = `${planned[0] / 1000}µs×${planned[1]}`;
-for (const size of [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB]) {
-  for (const target of gpu ? (['device', 'host'] as const) : (['host'] as const)) {
-    for (const tasks of [1, 4, 16, 64]) {
+for (const size of [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB]) {
+  for (const [target, scratch] of gpu ? ([['device', 0], ['device', 256 * KiB], ['host', 0]] as const) : ([['host', 0]] as const)) {
+    for (const tasks of [1, 4, 16, 64, 128]) {
       const taskSize = Math.max(16 * KiB, Math.ceil(size / tasks / (16 * KiB)) * 16 * KiB);
-      if (Math.ceil(size / taskSize) !== tasks) continue;
-      const m = await measure(spec(target, size, taskSize));
+      if (Math.ceil(size / taskSize) !== tasks || (size >= 256 * MiB && tasks < 16) || (size < 256 * MiB && tasks > 64)) continue;
+      const m = await measure(spec(target, size, taskSize, scratch));
       const gbps = size / (m.total * 1000);
-      out.push({ spinNs: planned[0], spinners: planned[1], target, size, tasks, ...m, gbps });
-      console.log(`${label.padEnd(12)} ${target.padEnd(9)} ${`${size / KiB}K`.padStart(8)} ${String(tasks).padStart(5)} ${STEPS.map((k) => m[k].toFixed(1).padStart(8)).join(' ')}   ${gbps.toFixed(2)}`);
+      out.push({ spinNs: planned[0], spinners: planned[1], target, scratch, size, tasks, ...m, gbps });
+      const what = scratch ? `${target}/nt` : target;
+      console.log(`${label.padEnd(12)} ${what.padEnd(9)} ${`${size / KiB}K`.padStart(8)} ${String(tasks).padStart(5)} ${STEPS.map((k) => m[k].toFixed(1).padStart(8)).join(' ')}   ${gbps.toFixed(2)}`);
     }
   }
 }

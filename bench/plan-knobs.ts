@@ -53,7 +53,7 @@ function deviceSpec(size: number, piece: number): NativeOpSpec {
   const taskSize = taskSizeFor(s, size);
   return {
     route: 'posix-device', write: false, fd, directFd: -1, fileOffset: 0, size, taskSize, maxRunners: 0, writePiece: 0,
-    devicePtr: dev.ptr, device: dev.device, stagePiece: piece, mapped: false, mappedPiece: 0, mappedClaimDivisor: 0,
+    devicePtr: dev.ptr, device: dev.device, stagePiece: piece, mapped: false, mappedPiece: 0, mappedClaimDivisor: 0, stageScratch: 0,
   };
 }
 function hostSpec(size: number): NativeOpSpec {

@@ -166,6 +166,8 @@ export interface NativeStagedSpec extends NativeSpecBase {
   mappedPiece: number;
   /** A mapped claim takes at most 1/this of the tasks left (positive when `mapped`). */
   mappedClaimDivisor: number;
+  /** Buffered staged reads: bytes per pread into cache-sized scratch, streamed into the bounce half (0: pread into the half). */
+  stageScratch: number;
 }
 
 export interface NativeCuFileSpec extends NativeSpecBase {

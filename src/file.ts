@@ -16,7 +16,7 @@ import { anyDevicePrepared, bounceBytes, cufileEvidence, currentSettings, cudaSt
 import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
 import { readCached, readCachedToDevice } from './inline-read.js';
 import {
-  deviceReadTaskSize, DIRECT_PIECE, hostStagePiece, planRead, planWrite, readsInline, readsInlineToDevice, stagePiece, taskSizeFor,
+  deviceReadTaskSize, deviceStageScratch, DIRECT_PIECE, hostStagePiece, planRead, planWrite, readsInline, readsInlineToDevice, stagePiece, taskSizeFor,
 } from './transfer-plan.js';
 import { checkLength, checkRange, describe } from './validate.js';
 
@@ -284,6 +284,7 @@ export class PenstockFile {
           ...base, route: 'posix-device', directFd, size, devicePtr: memory.ptr + BigInt(memOffset), device,
           mapped: p.mapped !== undefined, mappedPiece: p.mapped?.piece ?? 0, mappedClaimDivisor: p.mapped?.claimDivisor ?? 0,
           ...shape, stagePiece: stagePiece(shape.taskSize, bounceBytes() / 2, directFd >= 0, write),
+          stageScratch: deviceStageScratch(size, directFd >= 0, write),
         };
       }
       if (onProgress) spec.progress = progressOf(onProgress);

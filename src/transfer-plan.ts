@@ -123,6 +123,20 @@ export const HOST_STAGE_PIECE = 256 * KiB;
 /** Reads and writes through O_DIRECT move through aligned scratch in pieces of this size. */
 export const DIRECT_PIECE = 4 * MiB;
 
+/**
+ * Staged reads into the GPU up to this size also go through cache-sized scratch, streamed into
+ * the bounce half with non-temporal stores: the GPU's copy then reads the bytes from memory, not
+ * from cache lines the pread left dirty, which it reads far slower. `npm run bench:timeline` on
+ * the H200, sixteen tasks: 4 MiB 14.1 → 18.2 GB/s, 16 MiB 23.8 → 30.4, 64 MiB (64 tasks)
+ * 35.3 → 39.7; at 256 MiB the extra copy costs more than it saves (45.4 → 43.7).
+ */
+export const DEVICE_SCRATCH_MAX = 64 * MiB;
+
+/** Staged reads of `size` bytes into the GPU: bytes per scratch piece, or 0 to pread into the bounce half. */
+export function deviceStageScratch(size: number, direct: boolean, write: boolean): number {
+  return !write && !direct && size <= DEVICE_SCRATCH_MAX ? HOST_STAGE_PIECE : 0;
+}
+
 /** Host reads of `size` bytes: bytes per piece through scratch, or 0 to read straight into the target. */
 export function hostStagePiece(s: Readonly<Settings>, size: number): number {
   return s.hostStaging && size >= HOST_STAGE_MIN ? HOST_STAGE_PIECE : 0;

@@ -122,7 +122,7 @@ test('a staged read with a mapped share reports both shares with their typed fie
     const spec = {
       route: 'posix-device', write: false, fd, directFd: -1, fileOffset: 0, size: data.length, taskSize: 1 << 16,
       maxRunners: 0, writePiece: 0, devicePtr: dev, device: 0, stagePiece: 1 << 16, mapped: true, mappedPiece: 1 << 18,
-      mappedClaimDivisor: 4,
+      mappedClaimDivisor: 4, stageScratch: 0,
     } as const;
     // The claim divisor is planned in TypeScript: a mapped spec without a usable one is refused.
     const { mappedClaimDivisor: _, ...noDivisor } = spec;

@@ -173,6 +173,35 @@ describe('staged path (posix-device)', () => {
     });
   }
 
+  test('staged reads through scratch and streaming stores match byte for byte, to the end of the file', async () => {
+    const { native } = await import('../src/binding.js');
+    const { bounceBytes, ensurePool } = await import('../src/runtime.js');
+    configure({ taskSize: 1 << 20, bounceBufferSize: 256 * 1024, threads: 3 });
+    const size = 3 * (1 << 20) + 12345;
+    const { file, data } = makeFile(size);
+    using buf = DeviceBuffer.alloc(size + 8192);
+    ensurePool();
+    const fd = fs.openSync(file, 'r');
+    try {
+      // Scratch pieces smaller than, equal to and not dividing a bounce half; reads that end past
+      // the end of the file stop there.
+      for (const [stageScratch, fileOffset, want] of [[0, 0, size], [64 * 1024, 0, size], [100_000, 5, size - 5], [4096, size - 70_000, 70_000 + 8192]] as const) {
+        await buf.copyFrom(Buffer.alloc(buf.byteLength, 0x5a));
+        const r = await native().submit({
+          route: 'posix-device', write: false, fd, directFd: -1, fileOffset, size: want, taskSize: 256 * 1024, maxRunners: 0, writePiece: 0,
+          devicePtr: buf.ptr, device: buf.device, stagePiece: bounceBytes() / 2, mapped: false, mappedPiece: 0, mappedClaimDivisor: 0, stageScratch,
+        }).promise;
+        const got = Math.min(want, size - fileOffset);
+        assert.equal(r.bytes, got, `bytes with scratch ${stageScratch}`);
+        const back = await buf.toBuffer();
+        assert.ok(back.subarray(0, got).equals(data.subarray(fileOffset, fileOffset + got)), `data with scratch ${stageScratch}`);
+        assert.ok(back.subarray(got).every((b) => b === 0x5a), `past the end untouched with scratch ${stageScratch}`);
+      }
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
+
   test('writes from device memory match byte for byte', async () => {
     for (const [taskSize, bounce] of [[4096, 64 * 1024], [1 << 20, 128 * 1024], [4 << 20, 4 << 20]] as const) {
       configure({ taskSize, bounceBufferSize: bounce, threads: 4 });

@@ -8,7 +8,7 @@ import { after, describe, test } from 'node:test';
 import { configure, getConfig, open } from '../src/index.js';
 import { defaults } from '../src/config.js';
 import {
-  DEVICE_TASK_FLOOR, deviceReadTaskSize, DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
+  DEVICE_SCRATCH_MAX, DEVICE_TASK_FLOOR, deviceReadTaskSize, deviceStageScratch, DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
   taskSizeFor, hostStagePiece,
 } from '../src/transfer-plan.js';
 import { makeFile } from './helpers.js';
@@ -69,6 +69,14 @@ describe('task sizes', () => {
     assert.equal(hostStagePiece(on, HOST_STAGE_MIN), HOST_STAGE_PIECE);
     assert.equal(hostStagePiece({ ...on, hostStaging: false }, 1 << 30), 0);
     assert.ok(DIRECT_PIECE % 4096 === 0 && DIRECT_PIECE > 0);
+  });
+
+  test('staged buffered reads into the GPU go through scratch up to DEVICE_SCRATCH_MAX, never writes or O_DIRECT', () => {
+    assert.equal(deviceStageScratch(1 * MiB, false, false), HOST_STAGE_PIECE);
+    assert.equal(deviceStageScratch(DEVICE_SCRATCH_MAX, false, false), HOST_STAGE_PIECE);
+    assert.equal(deviceStageScratch(DEVICE_SCRATCH_MAX + 4096, false, false), 0);
+    assert.equal(deviceStageScratch(1 * MiB, true, false), 0, 'O_DIRECT reads go into aligned halves');
+    assert.equal(deviceStageScratch(1 * MiB, false, true), 0, 'writes');
   });
 
   test('write scratch only beside other writers: not for one runner, not for a one-task write', () => {

@@ -115,6 +115,8 @@ class Operation : public std::enable_shared_from_this<Operation> {
   ErrorRecord StagedReadTask(uint64_t begin, uint64_t length, uint64_t* done, bool* leftInFlight);
   ErrorRecord StagedWriteTask(uint64_t begin, uint64_t length, uint64_t* done);
   ErrorRecord CuFileTask(uint64_t begin, uint64_t length, uint64_t* done);
+  // Reads `length` bytes at `filePos` into `dst` through scratch and streaming stores; an errno.
+  int ReadThroughScratch(char* dst, uint64_t filePos, uint64_t length, uint64_t* got);
   ErrorRecord CopyTask(uint64_t begin, uint64_t length, uint64_t* done);
 
   OperationListener* listener_;

@@ -50,6 +50,10 @@ struct OpSpec {
   bool mapped = false;
   uint64_t mappedPiece = 0;
   uint64_t mappedClaimDivisor = 0;
+  // Staged buffered reads: preads go into cache-sized scratch in pieces of this size and are
+  // streamed into the bounce half with non-temporal stores, so the GPU's copy reads them from
+  // memory rather than from lines still dirty in a CPU cache (0: pread into the half).
+  uint64_t stageScratch = 0;
 };
 
 }  // namespace penstock

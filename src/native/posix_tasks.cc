@@ -156,7 +156,10 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
     char* data;
     uint64_t got;
     int e;
-    {
+    if (spec_.stageScratch && spec_.directFd < 0) {
+      e = ReadThroughScratch(buf, filePos, n, &got);
+      data = buf;
+    } else {
       StageTimer t(routeWork_.ioNs);
       e = ReadMaybeDirect(spec_.fd, spec_.directFd, buf, filePos, n, &data, &got, &refused);
       if (refused) NoteDirectRefused(std::exchange(refused, 0));
@@ -189,6 +192,27 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
   pipe.sequence.Await(shared_from_this());
   *leftInFlight = true;
   return {};
+}
+
+int Operation::ReadThroughScratch(char* dst, uint64_t filePos, uint64_t length, uint64_t* got) {
+  char* scratch = Scratch(spec_.stageScratch);
+  if (!scratch) return ENOMEM;
+  *got = 0;
+  for (uint64_t pos = 0; pos < length;) {
+    uint64_t n = std::min(spec_.stageScratch, length - pos);
+    int err = 0;
+    ssize_t r;
+    {
+      StageTimer t(routeWork_.ioNs);
+      r = PreadFull(spec_.fd, scratch, n, filePos + pos, false, &err);
+    }
+    if (r < 0) return err;
+    StreamCopy(dst + pos, scratch, r);
+    *got += r;
+    if (static_cast<uint64_t>(r) < n) break;
+    pos += n;
+  }
+  return 0;
 }
 
 ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t* done) {
