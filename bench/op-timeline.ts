@@ -8,6 +8,9 @@
  *   back     last task finished → result built on the main thread (drain, hand-back, wake-up)
  *   resume   result built → the awaiting JS code runs again (promise settlement)
  *
+ * Then batches of 10 000 random 4 KiB ranges, with the batch's own milestones: the planning, the
+ * wake-up of the pool (*ramp*) and how busy its threads were.
+ *
  * Sequential reads, each awaited, of warm files, through hand-made specs (as plan-knobs.ts),
  * for several task counts, with the pool spinning as planned; then the public `file.read` for
  * several `inlineReadMax` settings. Every column is a median in µs.
@@ -18,7 +21,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { native, type NativeOpResult, type NativeOpSpec } from '../src/binding.js';
+import { native, type NativeBatchResult, type NativeOpResult, type NativeOpSpec } from '../src/binding.js';
+import { planBatch, type PlanRange } from '../src/batch-plan.js';
 import { createTestFile } from '../src/bench/testfile.js';
 import { median } from '../src/bench/stats.js';
 import { configure, DeviceBuffer, getConfig, hasGpu, open, runtimeInfo, type Settings } from '../src/index.js';
@@ -93,6 +97,53 @@ for (const size of [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB])
     }
   }
 }
+// Batches of 10 000 random 4 KiB ranges, planned as readBatch plans them and submitted straight
+// to the addon: *plan* is the JS planning, *ramp* the time from the first task until every
+// runner queued at the start had begun one (waking the pool), *busy* the share of the work's
+// wall time that the pool's threads spent inside tasks.
+{
+  const RANGES = 10_000;
+  const pages = Math.floor(fileSize / 4096);
+  console.log(`batches of ${RANGES} random 4 KiB ranges: µs, medians`);
+  console.log(`${'target'.padEnd(8)} ${['plan', 'call', 'to pool', 'ramp', 'work', 'back', 'resume', 'total'].map((k) => k.padStart(8)).join(' ')}   busy   M ranges/s`);
+  for (const target of gpu ? (['device', 'host'] as const) : (['host'] as const)) {
+    const rows: Record<string, number[]> = { plan: [], call: [], 'to pool': [], ramp: [], work: [], back: [], resume: [], total: [], busy: [] };
+    for (let round = 0; round < 25; round++) {
+      const ranges: PlanRange[] = [];
+      for (let i = 0; i < RANGES; i++) {
+        ranges.push({ file: 0, fileOffset: Math.floor(Math.random() * pages) * 4096, size: 4096, target: 0, targetOffset: i * 4096, device: target === 'device' ? dev!.device : -1 });
+      }
+      const t0 = Number(process.hrtime.bigint());
+      const plan = planBatch(ranges, { threads: s.threads, hostReadMax: s.taskSize, deviceReadMax: () => half, hostTargets: target === 'device' ? 0 : 1 });
+      const t1 = Number(process.hrtime.bigint());
+      const r: NativeBatchResult = await native().submitBatch({
+        fds: Int32Array.of(fd), reads: plan.reads, pieces: plan.pieces, tasks: plan.tasks,
+        hostTargets: target === 'device' ? [] : [host.buffer],
+        deviceTargets: target === 'device' ? BigUint64Array.of(dev!.ptr) : new BigUint64Array(0),
+        deviceLengths: target === 'device' ? Float64Array.of(dev!.byteLength) : new Float64Array(0),
+        deviceOrdinals: target === 'device' ? Int32Array.of(dev!.device) : new Int32Array(0),
+        pieceBytes: new Float64Array(plan.pieceRange.length),
+      }).promise;
+      const t2 = Number(process.hrtime.bigint());
+      if (round < 5) continue; // warm-up
+      const t = r.timeline;
+      rows.plan!.push(t1 - t0);
+      rows.call!.push(t.startNs - t1);
+      rows['to pool']!.push(t.firstTaskNs - t.startNs);
+      rows.ramp!.push(t.lastRunnerStartNs - t.firstTaskNs);
+      rows.work!.push(t.lastTaskEndNs - t.firstTaskNs);
+      rows.back!.push(t.settleNs - t.lastTaskEndNs);
+      rows.resume!.push(t2 - t.settleNs);
+      rows.total!.push(t2 - t0);
+      rows.busy!.push(r.busyNs / ((t.lastTaskEndNs - t.firstTaskNs) * s.threads));
+    }
+    const m = Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, median(v)]));
+    out.push({ batch: target, ranges: RANGES, ...Object.fromEntries(Object.entries(m).map(([k, v]) => [k, k === 'busy' ? v : v / 1000])) });
+    const cols = ['plan', 'call', 'to pool', 'ramp', 'work', 'back', 'resume', 'total'].map((k) => (m[k]! / 1000).toFixed(1).padStart(8)).join(' ');
+    console.log(`${target.padEnd(8)} ${cols}   ${(m.busy! * 100).toFixed(0).padStart(3)}%   ${(RANGES / (m.total! / 1e3)).toFixed(2)}`);
+  }
+}
+
 // The public call, as planned (transfer-plan.ts), for the same sizes: what the TypeScript side
 // adds, and what the inlineReadMax setting changes.
 {

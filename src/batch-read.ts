@@ -5,7 +5,7 @@
  * copied over in as few copies as their targets allow. The building block for data loaders that
  * fetch thousands of samples at once: per range it costs a pread, not an operation.
  */
-import { native } from './binding.js';
+import { native, type NativeAddon, type NativeBatchResult } from './binding.js';
 import { planBatch, type PlanRange } from './batch-plan.js';
 import { DeviceBuffer } from './device-buffer.js';
 import { AbortError, fromNative, usage } from './errors.js';
@@ -90,15 +90,6 @@ export interface BatchReadResult {
 }
 
 const READABLE = new Set(['r', 'r+', 'w+', 'wx+']);
-
-interface NativeBatchResult {
-  preads: number;
-  copies: number;
-  busyNs: number;
-  ioNs: number;
-  waitNs: number;
-  readErrors: { read: number; error: unknown }[];
-}
 
 /**
  * Reads every range of `ranges` in one operation. Bad input (an offset that is not a
@@ -210,9 +201,9 @@ function start(ranges: readonly BatchRange[], options: BatchReadOptions): Promis
   };
 
   const releases = [...devices.map((d) => d.retain()), ...[...pinned].map((p) => p.retain())];
-  let op: { promise: Promise<NativeBatchResult>; cancel(): void };
+  let op: ReturnType<NativeAddon['submitBatch']>;
   try {
-    op = native().submitBatch(spec) as typeof op;
+    op = native().submitBatch(spec);
   } catch (err) {
     for (const r of releases) r();
     throw fromNative(err);

@@ -200,14 +200,17 @@ export interface NativeMappedResult extends NativeWorkShare {
 }
 
 /**
- * When an operation passed its milestones, in nanoseconds on the monotonic clock that
- * `process.hrtime.bigint()` reads: started (main thread), first task began (a worker), last
- * task finished (its last copy seen complete, for staged reads), drained, and its result built
- * (main thread, just before the promise settles). 0: not reached (an empty operation has no tasks).
+ * When an operation (or a batch) passed its milestones, in nanoseconds on the monotonic clock
+ * that `process.hrtime.bigint()` reads: started (main thread), first task began (a worker), the
+ * last of the tasks taken by the runners queued at the start began (how long waking the pool
+ * took), last task finished (its last copy seen complete, for staged reads), drained, and its
+ * result built (main thread, just before the promise settles). 0: not reached (an empty
+ * operation has no tasks).
  */
 export interface NativeOpTimeline {
   startNs: number;
   firstTaskNs: number;
+  lastRunnerStartNs: number;
   lastTaskEndNs: number;
   drainedNs: number;
   settleNs: number;
@@ -227,6 +230,19 @@ export interface NativeOpResult {
   /** Pieces that the file system refused through O_DIRECT (EINVAL) and that went buffered instead. */
   directFallback?: { pieces: number; record: NativeErrorRecord };
   /** Where its time went: the hop to a worker, the work, the hop back. */
+  timeline: NativeOpTimeline;
+}
+
+/** What a batch (batch_bindings.cc) resolves with. */
+export interface NativeBatchResult {
+  preads: number;
+  copies: number;
+  busyNs: number;
+  ioNs: number;
+  waitNs: number;
+  /** Reads that failed, by index into the plan's reads, each with its error record. */
+  readErrors: { read: number; error: unknown }[];
+  /** Where its time went: the hop to the workers, waking them, the work, the hop back. */
   timeline: NativeOpTimeline;
 }
 
@@ -292,7 +308,7 @@ export interface NativeAddon {
   /** cuDeviceGetByPCIBusId: the ordinal of the GPU at that bus id in this process. */
   deviceByPciBusId(busId: string): number;
   /** Starts a batched read (batch-read.ts builds the spec; batch_op.cc checks it again). */
-  submitBatch(spec: object): { promise: Promise<unknown>; cancel(): void };
+  submitBatch(spec: object): { promise: Promise<NativeBatchResult>; cancel(): void };
   /** One preadv2(RWF_NOWAIT) on the calling thread into `view` at `viewOffset`: bytes read, or -errno. */
   readCached(fd: number, view: ArrayBuffer | SharedArrayBuffer | ArrayBufferView, viewOffset: number, size: number, fileOffset: number): number;
   /**
@@ -379,7 +395,12 @@ export const NATIVE_RESULT_FIELDS = {
     bytes: 'required', tasks: 'required', peakTasks: 'required', routeShare: 'required', mapped: 'optional', directFallback: 'optional',
     timeline: 'required',
   } satisfies NativeFieldPresence<NativeOpResult>,
-  timeline: { startNs: 'required', firstTaskNs: 'required', lastTaskEndNs: 'required', drainedNs: 'required', settleNs: 'required' } satisfies NativeFieldPresence<NativeOpTimeline>,
+  batchResult: {
+    preads: 'required', copies: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required', readErrors: 'required', timeline: 'required',
+  } satisfies NativeFieldPresence<NativeBatchResult>,
+  timeline: {
+    startNs: 'required', firstTaskNs: 'required', lastRunnerStartNs: 'required', lastTaskEndNs: 'required', drainedNs: 'required', settleNs: 'required',
+  } satisfies NativeFieldPresence<NativeOpTimeline>,
   workShare: { tasks: 'required', bytes: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required' } satisfies NativeFieldPresence<NativeWorkShare>,
   directFallback: { pieces: 'required', record: 'required' } satisfies NativeFieldPresence<NonNullable<NativeOpResult['directFallback']>>,
   mappedResult: { tasks: 'required', bytes: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required', error: 'optional' } satisfies NativeFieldPresence<NativeMappedResult>,

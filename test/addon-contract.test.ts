@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { NATIVE_FUNCTIONS, NATIVE_RESULT_FIELDS, native } from '../src/binding.js';
+import { planBatch } from '../src/batch-plan.js';
 import { fakeDriverDir, pattern, tmpDir, withEnv } from './helpers.js';
 
 type FieldMap = Readonly<Record<string, 'required' | 'optional'>>;
@@ -78,13 +79,42 @@ test('an operation and its result carry exactly their typed fields', async () =>
     // The milestones are in order, on the clock process.hrtime reads (the op was submitted
     // before `before` was taken, so only its end is bounded by `before`).
     const t = result.timeline;
-    const order = [t.startNs, t.firstTaskNs, t.lastTaskEndNs, t.drainedNs, t.settleNs, after];
+    const order = [t.startNs, t.firstTaskNs, t.lastRunnerStartNs, t.lastTaskEndNs, t.drainedNs, t.settleNs, after];
     for (let i = 1; i < order.length; i++) assert.ok(order[i - 1]! <= order[i]!, `timeline step ${i} in order: ${order.join(', ')}`);
     assert.ok(t.settleNs >= before - 1e9 && t.startNs > after - 60e9, 'timeline on the process.hrtime clock');
     assert.deepEqual(Buffer.from(host), data);
     const registered = addon.cufileRegister(fd);
     assertFields('cufileRegister', registered, NATIVE_RESULT_FIELDS.cufileRegister);
     if (registered.handle !== undefined) addon.cufileDeregister(registered.handle);
+  } finally {
+    fs.closeSync(fd);
+  }
+});
+
+test('a batch resolves with exactly its typed fields, its timeline in order', async () => {
+  const file = path.join(tmpDir(), 'contract-batch.bin');
+  const data = pattern(1 << 16);
+  fs.writeFileSync(file, data);
+  const fd = fs.openSync(file, 'r');
+  try {
+    const target = new Uint8Array(1 << 15);
+    const plan = planBatch(
+      [{ file: 0, fileOffset: 0, size: 1 << 14, target: 0, targetOffset: 0, device: -1 }, { file: 0, fileOffset: 1 << 15, size: 1 << 14, target: 0, targetOffset: 1 << 14, device: -1 }],
+      { threads: 2, hostReadMax: 1 << 20, deviceReadMax: () => 1 << 20, hostTargets: 1 },
+    );
+    const before = Number(process.hrtime.bigint());
+    const result = await addon.submitBatch({
+      fds: Int32Array.of(fd), reads: plan.reads, pieces: plan.pieces, tasks: plan.tasks, hostTargets: [target.buffer],
+      deviceTargets: new BigUint64Array(0), deviceLengths: new Float64Array(0), deviceOrdinals: new Int32Array(0),
+      pieceBytes: new Float64Array(plan.pieceRange.length),
+    }).promise;
+    const after = Number(process.hrtime.bigint());
+    assertFields('batch result', result, NATIVE_RESULT_FIELDS.batchResult);
+    assertFields('batch result timeline', result.timeline, NATIVE_RESULT_FIELDS.timeline);
+    const t = result.timeline;
+    const order = [before, t.startNs, t.firstTaskNs, t.lastRunnerStartNs, t.lastTaskEndNs, t.drainedNs, t.settleNs, after];
+    for (let i = 1; i < order.length; i++) assert.ok(order[i - 1]! <= order[i]!, `timeline step ${i} in order: ${order.join(', ')}`);
+    assert.deepEqual(Buffer.from(target), Buffer.concat([data.subarray(0, 1 << 14), data.subarray(1 << 15, 3 << 14)]));
   } finally {
     fs.closeSync(fd);
   }

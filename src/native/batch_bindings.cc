@@ -9,6 +9,7 @@
 #include "device.h"
 #include "host_view.h"
 #include "js_settlement.h"
+#include "op_result.h"
 
 namespace penstock {
 
@@ -60,6 +61,7 @@ Napi::Object BatchResultJs(Napi::Env env, const BatchOp& op) {
   result.Set("busyNs", static_cast<double>(op.BusyNs()));
   result.Set("ioNs", static_cast<double>(op.IoNs()));
   result.Set("waitNs", static_cast<double>(op.WaitNs()));
+  result.Set("timeline", TimelineJs(env, op.Timeline()));
   const auto& failed = op.ReadErrors();
   Napi::Array errors = Napi::Array::New(env, failed.size());
   for (size_t i = 0; i < failed.size(); ++i) {

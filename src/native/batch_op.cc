@@ -34,6 +34,7 @@ struct Copy {
 }  // namespace
 
 void BatchOp::Start() {
+  timeline_.Started();
   remaining_ = tasks.size();
   if (tasks.empty()) {
     Finished();
@@ -63,15 +64,19 @@ void BatchOp::RunNext() {
     ThreadPool::Instance().Submit([self] { self->RunNext(); });
   }
   uint64_t t0 = NowNs();
+  timeline_.TaskBegan(t0);
+  if (i < runners_) timeline_.RunnerBegan(t0);
   if (!cancelled_ && !failed_) {
     ErrorRecord e = tasks[i].device < 0 ? HostTask(tasks[i]) : DeviceTask(tasks[i]);
     if (!e.ok()) Fail(std::move(e));
   }
   busyNs_ += NowNs() - t0;
+  timeline_.TaskEnded();
   if (remaining_.fetch_sub(1) == 1) Finished();
 }
 
 void BatchOp::Finished() {
+  timeline_.Drained();
   // Posted before teardown may go on: the completion channel is torn down once teardown returns.
   Post(true);
   {

@@ -13,6 +13,7 @@
 
 #include "cuda_api.h"
 #include "error_record.h"
+#include "op_timeline.h"
 
 namespace penstock {
 
@@ -78,6 +79,7 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   uint64_t BusyNs() const { return busyNs_; }
   uint64_t IoNs() const { return ioNs_; }
   uint64_t WaitNs() const { return waitNs_; }
+  const OpTimeline& Timeline() const { return timeline_; }
   // Reads that failed, by index, each with its error.
   const std::vector<std::pair<uint32_t, ErrorRecord>>& ReadErrors() const { return readErrors_; }
   // Bytes done so far; clears the flag that keeps progress from being posted twice.
@@ -99,6 +101,7 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   ErrorRecord HostTask(const Task& t);
   ErrorRecord DeviceTask(const Task& t);
 
+  OpTimeline timeline_;
   std::atomic<uint32_t> next_{0};
   size_t runners_ = 0;  // runners Start queued
   std::atomic<size_t> remaining_{0};

@@ -25,20 +25,18 @@ DrainHold Operation::Hold() {
 }
 
 void Operation::FinishTask() {
-  uint64_t now = NowNs();
-  for (uint64_t last = lastTaskEndNs_.load(); now > last && !lastTaskEndNs_.compare_exchange_weak(last, now);) {
-  }
+  timeline_.TaskEnded();
   if (remaining_.fetch_sub(1) == 1) Drained();
 }
 
 void Operation::Drained() {
-  drainedNs_ = NowNs();
+  timeline_.Drained();
   pinned_.reset();
   listener_->Drained(shared_from_this());
 }
 
 void Operation::Start() {
-  startNs_ = NowNs();
+  timeline_.Started();
   auto self = shared_from_this();
   // A buffer copy is one task; Submit checked that a file transfer's tasks fit TaskClaims.
   uint64_t task = spec_.kind == OpKind::File ? spec_.taskSize : std::max<uint64_t>(spec_.size, 1);
@@ -94,8 +92,8 @@ void Operation::RunTask(uint64_t index) {
   uint64_t begin = index * taskBytes_;
   uint64_t length = std::min(taskBytes_, spec_.size - begin);
   uint64_t t0 = NowNs();
-  uint64_t unset = 0;
-  firstTaskNs_.compare_exchange_strong(unset, t0);
+  timeline_.TaskBegan(t0);
+  if (index < runners_) timeline_.RunnerBegan(t0);
   uint32_t running = ++running_;
   for (uint32_t peak = peakRunning_.load(); running > peak && !peakRunning_.compare_exchange_weak(peak, running);) {
   }

@@ -10,6 +10,7 @@
 
 #include "error_record.h"
 #include "op_spec.h"
+#include "op_timeline.h"
 #include "pinned_use.h"
 #include "task_claims.h"
 #include "work_counters.h"
@@ -96,13 +97,7 @@ class Operation : public std::enable_shared_from_this<Operation> {
   ErrorRecord DirectFallbackRecord() const;
   // Bytes done so far; clears the flag that keeps progress from being posted twice.
   uint64_t TakeProgress();
-  // When it was started, its first task began, its last task finished and it drained
-  // (steady_clock ns; 0: not reached). Where the time of a small operation goes: the hop to a
-  // worker, the work, the hop back.
-  struct Timeline {
-    uint64_t startNs, firstTaskNs, lastTaskEndNs, drainedNs;
-  };
-  Timeline Times() const { return {startNs_.load(), firstTaskNs_.load(), lastTaskEndNs_.load(), drainedNs_.load()}; }
+  const OpTimeline& Timeline() const { return timeline_; }
 
  private:
   void RunNext();
@@ -137,10 +132,7 @@ class Operation : public std::enable_shared_from_this<Operation> {
   std::atomic<int> directFallbackErrno_{0};
   std::atomic<uint64_t> bytesDone_{0};
   std::atomic<bool> progressPending_{false};
-  std::atomic<uint64_t> startNs_{0};
-  std::atomic<uint64_t> firstTaskNs_{0};
-  std::atomic<uint64_t> lastTaskEndNs_{0};
-  std::atomic<uint64_t> drainedNs_{0};
+  OpTimeline timeline_;
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> failed_{false};
   mutable std::mutex errorMutex_;

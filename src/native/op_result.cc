@@ -15,20 +15,24 @@ Napi::Object WorkShareJs(Napi::Env env, const WorkCounters& w) {
   return o;
 }
 
+Napi::Object TimelineJs(Napi::Env env, const OpTimeline& t) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("startNs", static_cast<double>(t.StartNs()));
+  o.Set("firstTaskNs", static_cast<double>(t.FirstTaskNs()));
+  o.Set("lastRunnerStartNs", static_cast<double>(t.LastRunnerStartNs()));
+  o.Set("lastTaskEndNs", static_cast<double>(t.LastTaskEndNs()));
+  o.Set("drainedNs", static_cast<double>(t.DrainedNs()));
+  o.Set("settleNs", static_cast<double>(NowNs()));
+  return o;
+}
+
 Napi::Object OperationResultJs(Napi::Env env, const Operation& op) {
   Napi::Object result = Napi::Object::New(env);
   result.Set("bytes", static_cast<double>(op.BytesMoved()));
   result.Set("tasks", static_cast<double>(op.Tasks()));
   result.Set("peakTasks", op.PeakTasks());
   result.Set("routeShare", WorkShareJs(env, op.RouteWork()));
-  Operation::Timeline t = op.Times();
-  Napi::Object timeline = Napi::Object::New(env);
-  timeline.Set("startNs", static_cast<double>(t.startNs));
-  timeline.Set("firstTaskNs", static_cast<double>(t.firstTaskNs));
-  timeline.Set("lastTaskEndNs", static_cast<double>(t.lastTaskEndNs));
-  timeline.Set("drainedNs", static_cast<double>(t.drainedNs));
-  timeline.Set("settleNs", static_cast<double>(NowNs()));
-  result.Set("timeline", timeline);
+  result.Set("timeline", TimelineJs(env, op.Timeline()));
   if (const MappedRunner* m = op.Mapped()) {
     Napi::Object share = WorkShareJs(env, m->Work());
     ErrorRecord refusal = m->Refusal();

@@ -3,12 +3,15 @@
 #include <napi.h>
 
 #include "io_op.h"
+#include "op_timeline.h"
 #include "work_counters.h"
 
 namespace penstock {
 
 // One share of the work: { tasks, bytes, busyNs, ioNs, waitNs } (binding.ts NativeWorkShare).
 Napi::Object WorkShareJs(Napi::Env env, const WorkCounters& w);
+// An operation's or a batch's milestones (binding.ts NativeOpTimeline); `settleNs` is now.
+Napi::Object TimelineJs(Napi::Env env, const OpTimeline& t);
 // The result of an operation that has drained and neither failed nor was cancelled.
 Napi::Object OperationResultJs(Napi::Env env, const Operation& op);
 
