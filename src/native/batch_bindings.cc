@@ -2,7 +2,9 @@
 // and length by length (no plan can make a task touch memory outside its targets), the batch's
 // completion channel, and the cleanup hook that waits for its tasks when the environment goes.
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "batch_bindings.h"
 #include "batch_op.h"
@@ -45,13 +47,25 @@ class BatchJs final : public BatchListener, public std::enable_shared_from_this<
   bool torn = false;  // its environment went away
 };
 
-// One cleanup hook per live batch: environment teardown waits for its running tasks.
+// One cleanup hook per live batch: environment teardown waits for its running tasks. The batch
+// can no longer settle, and its JS references must not be deleted through the dying
+// environment, so its JS side is left behind on purpose in a list that is never destroyed (as
+// instance.cc does for operations): kept, not lost. The hook's own holder goes.
 void TeardownHook(void* arg) {
-  BatchJs& b = **static_cast<std::shared_ptr<BatchJs>*>(arg);
+  auto* holder = static_cast<std::shared_ptr<BatchJs>*>(arg);
+  BatchJs& b = **holder;
   b.op->CancelAndWait();
   b.js.Abandon();
   b.torn = true;
+  b.hook = nullptr;
   b.tsfn.Abort();
+  static std::mutex& mutex = *new std::mutex();
+  static auto& abandoned = *new std::vector<std::shared_ptr<BatchJs>>();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    abandoned.push_back(std::move(*holder));
+  }
+  delete holder;
 }
 
 Napi::Object BatchResultJs(Napi::Env env, const BatchOp& op) {
