@@ -49,6 +49,34 @@ describe('host reads', () => {
     }
   });
 
+  test('reads through scratch and streaming stores (hostStagePiece) match, to the end of the file, with progress', async () => {
+    // The plan uses scratch only from 64 MiB up: the addon is driven with its pieces directly.
+    const { native } = await import('../src/binding.js');
+    const { ensurePool } = await import('../src/runtime.js');
+    const size = 3 * (1 << 20) + 12345;
+    const { file, data } = makeFile(size);
+    ensurePool();
+    const fd = fs.openSync(file, 'r');
+    try {
+      for (const [hostStagePiece, fileOffset, want] of [[4096, 0, size], [64 * 1024, 5, size - 5], [100_000, size - 70_000, 70_000 + 8192]] as const) {
+        const target = Buffer.alloc(size + 8192, 0xee);
+        let progress = 0;
+        const r = await native().submit({
+          route: 'posix-host', write: false, fd, directFd: -1, fileOffset, size: want, taskSize: 1 << 20, maxRunners: 0, writePiece: 0,
+          host: target, hostOffset: 3, hostStagePiece, directPiece: 0, progress: (n) => (progress = n),
+        }).promise;
+        const got = Math.min(want, size - fileOffset);
+        assert.equal(r.bytes, got, `bytes with pieces of ${hostStagePiece}`);
+        assert.equal(r.routeShare.bytes, got, `counted bytes with pieces of ${hostStagePiece}`);
+        assert.equal(progress, got, `progress with pieces of ${hostStagePiece}`);
+        assert.ok(target.subarray(3, 3 + got).equals(data.subarray(fileOffset, fileOffset + got)), `data with pieces of ${hostStagePiece}`);
+        assert.ok(target.subarray(0, 3).every((b) => b === 0xee) && target.subarray(3 + got).every((b) => b === 0xee), 'around the read untouched');
+      }
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
+
   test('end of file returns the bytes that exist, never garbage', async () => {
     configure({ taskSize: 4096, threads: 4 });
     const { file, data } = makeFile(10000);

@@ -110,8 +110,11 @@ class Operation : public std::enable_shared_from_this<Operation> {
   ErrorRecord StagedReadTask(uint64_t begin, uint64_t length, uint64_t* done, bool* leftInFlight);
   ErrorRecord StagedWriteTask(uint64_t begin, uint64_t length, uint64_t* done);
   ErrorRecord CuFileTask(uint64_t begin, uint64_t length, uint64_t* done);
-  // Reads `length` bytes at `filePos` into `dst` through scratch and streaming stores; an errno.
-  int ReadThroughScratch(char* dst, uint64_t filePos, uint64_t length, uint64_t* got);
+  // Reads `length` bytes at `filePos` into `dst` through cache-sized scratch, `piece` bytes at a
+  // time, each streamed out with non-temporal stores (stream_copy.h) and then passed to
+  // `arrived(bytes)`. Stops at the end of the file (noted) or once the operation is stopped.
+  template <typename Arrived>
+  ErrorRecord ReadThroughScratch(char* dst, uint64_t filePos, uint64_t length, uint64_t piece, Arrived arrived);
   ErrorRecord CopyTask(uint64_t begin, uint64_t length, uint64_t* done);
 
   OperationListener* listener_;

@@ -15,6 +15,30 @@
 
 namespace penstock {
 
+template <typename Arrived>
+ErrorRecord Operation::ReadThroughScratch(char* dst, uint64_t filePos, uint64_t length, uint64_t piece, Arrived arrived) {
+  char* scratch = Scratch(piece);
+  if (!scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
+  for (uint64_t pos = 0; pos < length && !Stopped();) {
+    uint64_t n = std::min(piece, length - pos);
+    int err = 0;
+    ssize_t r;
+    {
+      StageTimer t(routeWork_.ioNs);
+      r = PreadFull(spec_.fd, scratch, n, filePos + pos, false, &err);
+    }
+    if (r < 0) return ErrorRecord::Os(err, "pread");
+    StreamCopy(dst + pos, scratch, r);
+    arrived(static_cast<uint64_t>(r));
+    if (static_cast<uint64_t>(r) < n) {
+      NoteEof(filePos + pos + r);
+      break;
+    }
+    pos += n;
+  }
+  return {};
+}
+
 ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done) {
   int refused = 0;  // errno of an O_DIRECT refusal that buffered I/O covered
   uint64_t filePos = spec_.fileOffset + begin;
@@ -47,27 +71,11 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
     }
     int err = 0;
     if (spec_.hostStagePiece) {
-      // Through cache-sized scratch and streaming stores (stream_copy.h), as planned.
-      char* scratch = Scratch(spec_.hostStagePiece);
-      if (!scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
-      for (uint64_t pos = 0; pos < length && !cancelled_ && !failed_;) {
-        uint64_t n = std::min(spec_.hostStagePiece, length - pos);
-        ssize_t r;
-        {
-          StageTimer t(routeWork_.ioNs);
-          r = PreadFull(spec_.fd, scratch, n, filePos + pos, false, &err);
-        }
-        if (r < 0) return ErrorRecord::Os(err, "pread");
-        StreamCopy(mem + pos, scratch, r);
-        *done += r;
-        AddProgress(r);
-        if (static_cast<uint64_t>(r) < n) {
-          NoteEof(filePos + pos + r);
-          break;
-        }
-        pos += n;
-      }
-      return {};
+      // Through cache-sized scratch and streaming stores, as planned.
+      return ReadThroughScratch(mem, filePos, length, spec_.hostStagePiece, [&](uint64_t n) {
+        *done += n;
+        AddProgress(n);
+      });
     }
     ssize_t r;
     {
@@ -157,8 +165,11 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
     uint64_t got;
     int e;
     if (spec_.stageScratch && spec_.directFd < 0) {
-      e = ReadThroughScratch(buf, filePos, n, &got);
+      got = 0;
+      err = ReadThroughScratch(buf, filePos, n, spec_.stageScratch, [&](uint64_t r) { got += r; });
+      if (!err.ok()) break;
       data = buf;
+      e = 0;
     } else {
       StageTimer t(routeWork_.ioNs);
       e = ReadMaybeDirect(spec_.fd, spec_.directFd, buf, filePos, n, &data, &got, &refused);
@@ -192,27 +203,6 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
   pipe.sequence.Await(shared_from_this());
   *leftInFlight = true;
   return {};
-}
-
-int Operation::ReadThroughScratch(char* dst, uint64_t filePos, uint64_t length, uint64_t* got) {
-  char* scratch = Scratch(spec_.stageScratch);
-  if (!scratch) return ENOMEM;
-  *got = 0;
-  for (uint64_t pos = 0; pos < length;) {
-    uint64_t n = std::min(spec_.stageScratch, length - pos);
-    int err = 0;
-    ssize_t r;
-    {
-      StageTimer t(routeWork_.ioNs);
-      r = PreadFull(spec_.fd, scratch, n, filePos + pos, false, &err);
-    }
-    if (r < 0) return err;
-    StreamCopy(dst + pos, scratch, r);
-    *got += r;
-    if (static_cast<uint64_t>(r) < n) break;
-    pos += n;
-  }
-  return 0;
 }
 
 ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t* done) {
