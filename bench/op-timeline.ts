@@ -9,7 +9,8 @@
  *   resume   result built → the awaiting JS code runs again (promise settlement)
  *
  * Then batches of 10 000 random 4 KiB ranges, with the batch's own milestones: the planning, the
- * wake-up of the pool (*ramp*) and how busy its threads were.
+ * wake-up of the pool (*ramp*) and how busy its threads were; and the same batches through the
+ * public `readBatch`, range objects and all.
  *
  * Sequential reads, each awaited, of warm files, through hand-made specs (as plan-knobs.ts),
  * for several task counts, with the pool spinning as planned; then the public `file.read` for
@@ -22,10 +23,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { native, type NativeBatchResult, type NativeOpResult, type NativeOpSpec } from '../src/binding.js';
-import { planBatch, type PlanRange } from '../src/batch-plan.js';
+import { columnsOf, planBatch, type PlanRange } from '../src/batch-plan.js';
 import { createTestFile } from '../src/bench/testfile.js';
 import { median } from '../src/bench/stats.js';
-import { configure, DeviceBuffer, getConfig, hasGpu, open, runtimeInfo, type Settings } from '../src/index.js';
+import { configure, DeviceBuffer, getConfig, hasGpu, open, readBatch, runtimeInfo, type Settings } from '../src/index.js';
 import { bounceBytes, ensurePool } from '../src/runtime.js';
 import { DIRECT_PIECE, POOL_SPIN_NS, poolSpinners, stagePiece } from '../src/transfer-plan.js';
 
@@ -47,11 +48,14 @@ const host = Buffer.alloc(fileSize);
 ensurePool();
 const half = gpu ? bounceBytes() / 2 : 0;
 
-/** `stageScratch`: staged reads through scratch pieces of that size, streamed into the bounce half. */
-function spec(target: 'device' | 'host', size: number, taskSize: number, stageScratch = 0): NativeOpSpec {
+/**
+ * `stageScratch`: staged reads through scratch pieces of that size, streamed into the bounce half;
+ * `piece`: bytes per copy to the GPU (0: as planned, a whole half).
+ */
+function spec(target: 'device' | 'host', size: number, taskSize: number, stageScratch = 0, piece = 0): NativeOpSpec {
   const base = { write: false, fd, directFd: -1, fileOffset: 0, size, taskSize, maxRunners: 0, writePiece: 0 } as const;
   return target === 'device'
-    ? { ...base, route: 'posix-device', devicePtr: dev!.ptr, device: dev!.device, stagePiece: stagePiece(taskSize, half, false, false), mapped: false, mappedPiece: 0, mappedClaimDivisor: 0, stageScratch }
+    ? { ...base, route: 'posix-device', devicePtr: dev!.ptr, device: dev!.device, stagePiece: piece || stagePiece(taskSize, half, false, false), mapped: false, mappedPiece: 0, mappedClaimDivisor: 0, stageScratch }
     : { ...base, route: 'posix-host', host, hostOffset: 0, hostStagePiece: 0, directPiece: DIRECT_PIECE };
 }
 
@@ -85,14 +89,22 @@ console.log(`${'spin'.padEnd(12)} ${'target'.padEnd(9)} ${'size'.padStart(8)} ${
 native().setThreads(s.threads, planned[0], planned[1]);
 const label = `${planned[0] / 1000}µs×${planned[1]}`;
 for (const size of [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB]) {
-  for (const [target, scratch] of gpu ? ([['device', 0], ['device', 256 * KiB], ['host', 0]] as const) : ([['host', 0]] as const)) {
-    for (const tasks of [1, 4, 16, 64, 128]) {
+  // device/nt: through scratch; device/ntp: and a copy per scratch piece instead of per half;
+  // device/p: a copy per MiB instead of per half.
+  const variants = gpu
+    ? ([['device', 0, 0], ['device', 0, MiB], ['device', 256 * KiB, 0], ['device', 256 * KiB, 256 * KiB], ['host', 0, 0]] as const)
+    : ([['host', 0, 0]] as const);
+  for (const [target, scratch, piece] of variants) {
+    if (piece && scratch && (size < 4 * MiB || size > 64 * MiB)) continue;
+    if (piece && !scratch && size < 64 * MiB) continue;
+    for (const tasks of [1, 4, 16, 32, 64, 128]) {
       const taskSize = Math.max(16 * KiB, Math.ceil(size / tasks / (16 * KiB)) * 16 * KiB);
       if (Math.ceil(size / taskSize) !== tasks || (size >= 256 * MiB && tasks < 16) || (size < 256 * MiB && tasks > 64)) continue;
-      const m = await measure(spec(target, size, taskSize, scratch));
+      if (tasks === 32 && (size < 16 * MiB || size > 64 * MiB)) continue;
+      const m = await measure(spec(target, size, taskSize, scratch, piece));
       const gbps = size / (m.total * 1000);
-      out.push({ spinNs: planned[0], spinners: planned[1], target, scratch, size, tasks, ...m, gbps });
-      const what = scratch ? `${target}/nt` : target;
+      out.push({ spinNs: planned[0], spinners: planned[1], target, scratch, piece, size, tasks, ...m, gbps });
+      const what = `${target}${scratch ? '/nt' : piece ? '/' : ''}${piece ? 'p' : ''}`;
       console.log(`${label.padEnd(12)} ${what.padEnd(9)} ${`${size / KiB}K`.padStart(8)} ${String(tasks).padStart(5)} ${STEPS.map((k) => m[k].toFixed(1).padStart(8)).join(' ')}   ${gbps.toFixed(2)}`);
     }
   }
@@ -114,7 +126,7 @@ for (const size of [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB])
         ranges.push({ file: 0, fileOffset: Math.floor(Math.random() * pages) * 4096, size: 4096, target: 0, targetOffset: i * 4096, device: target === 'device' ? dev!.device : -1 });
       }
       const t0 = Number(process.hrtime.bigint());
-      const plan = planBatch(ranges, { threads: s.threads, hostReadMax: s.taskSize, deviceReadMax: () => half, hostTargets: target === 'device' ? 0 : 1 });
+      const plan = planBatch(columnsOf(ranges), { threads: s.threads, hostReadMax: s.taskSize, deviceReadMax: () => half, hostTargets: target === 'device' ? 0 : 1 });
       const t1 = Number(process.hrtime.bigint());
       const r: NativeBatchResult = await native().submitBatch({
         fds: Int32Array.of(fd), reads: plan.reads, pieces: plan.pieces, tasks: plan.tasks,
@@ -141,6 +153,24 @@ for (const size of [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB])
     out.push({ batch: target, ranges: RANGES, ...Object.fromEntries(Object.entries(m).map(([k, v]) => [k, k === 'busy' ? v : v / 1000])) });
     const cols = ['plan', 'call', 'to pool', 'ramp', 'work', 'back', 'resume', 'total'].map((k) => (m[k]! / 1000).toFixed(1).padStart(8)).join(' ');
     console.log(`${target.padEnd(8)} ${cols}   ${(m.busy! * 100).toFixed(0).padStart(3)}%   ${(RANGES / (m.total! / 1e3)).toFixed(2)}`);
+  }
+  // The same batches through the public call, with the range objects a caller builds: what
+  // validation, planning and the per-range result add to the addon's part above.
+  await using f = await open(file);
+  for (const target of gpu ? (['device', 'host'] as const) : (['host'] as const)) {
+    const mem = target === 'device' ? dev! : host;
+    const times: number[] = [];
+    for (let round = 0; round < 25; round++) {
+      const offsets = Array.from({ length: RANGES }, () => Math.floor(Math.random() * pages) * 4096);
+      const t0 = Number(process.hrtime.bigint());
+      const r = await readBatch(offsets.map((o, i) => ({ fileOffset: o, size: 4096, target: mem, targetOffset: i * 4096 })), { file: f });
+      const t1 = Number(process.hrtime.bigint());
+      if (r.totalBytes !== RANGES * 4096) throw new Error(`readBatch read ${r.totalBytes} bytes`);
+      if (round >= 5) times.push(t1 - t0);
+    }
+    const us = median(times) / 1000;
+    out.push({ api: 'readBatch', target, ranges: RANGES, total: us });
+    console.log(`readBatch ${target.padEnd(6)} ${(`${us.toFixed(1)}`).padStart(63)}          ${(RANGES / us).toFixed(2)}`);
   }
 }
 

@@ -4,6 +4,8 @@
  * (batch_op.cc) carries the plan out and checks every index and length of it again.
  */
 
+import { sortByKeys } from './key-sort.js';
+
 const KiB = 1024;
 
 /**
@@ -27,6 +29,46 @@ export interface PlanRange {
   targetOffset: number;
   /** GPU ordinal of the target, or -1 for host memory. */
   device: number;
+}
+
+/**
+ * The ranges of a batch as columns, range `i` at index `i` of each: a batch holds thousands of
+ * ranges, and typed columns cost neither an object per range nor the collector's time.
+ */
+export interface PlanColumns {
+  /** Ranges. */
+  count: number;
+  file: Uint32Array;
+  fileOffset: Float64Array;
+  size: Float64Array;
+  /** Index into the batch's targets (host targets first, then device ones). */
+  target: Uint32Array;
+  targetOffset: Float64Array;
+  /** GPU ordinal of the target, or -1 for host memory. */
+  device: Int32Array;
+}
+
+/** Empty columns for `count` ranges. */
+export function planColumns(count: number): PlanColumns {
+  return {
+    count,
+    file: new Uint32Array(count), fileOffset: new Float64Array(count), size: new Float64Array(count),
+    target: new Uint32Array(count), targetOffset: new Float64Array(count), device: new Int32Array(count),
+  };
+}
+
+/** The columns of a list of ranges. */
+export function columnsOf(ranges: readonly PlanRange[]): PlanColumns {
+  const c = planColumns(ranges.length);
+  ranges.forEach((r, i) => {
+    c.file[i] = r.file;
+    c.fileOffset[i] = r.fileOffset;
+    c.size[i] = r.size;
+    c.target[i] = r.target;
+    c.targetOffset[i] = r.targetOffset;
+    c.device[i] = r.device;
+  });
+  return c;
 }
 
 export interface PlanLimits {
@@ -58,91 +100,178 @@ export interface BatchPlan {
   counts: { hostReads: number; deviceReads: number; tasks: number };
 }
 
-interface Piece {
-  range: number;
-  file: number;
-  offset: number;
-  size: number;
-  target: number;
-  targetOffset: number;
-  device: number;
+/**
+ * Pieces: ranges cut to their memory's largest read, as columns indexed by piece id, with the
+ * ids of host pieces and of device pieces apart.
+ */
+interface Pieces {
+  range: Uint32Array;
+  file: Uint32Array;
+  offset: Float64Array;
+  size: Float64Array;
+  target: Uint32Array;
+  targetOffset: Float64Array;
+  device: Int32Array;
+  host: Uint32Array;
+  onDevice: Uint32Array;
 }
 
 /**
- * Cuts ranges into pieces no longer than their memory's largest read, host pieces and device
- * pieces apart. A batch holds thousands of ranges: the per-device limit is asked once per
- * device, not once per range.
+ * Cuts ranges into pieces no longer than their memory's largest read. The per-device limit is
+ * asked once per device, not once per range. Where every range is one piece (the usual batch of
+ * samples), the pieces are the ranges' own columns.
  */
-function cut(ranges: readonly PlanRange[], l: PlanLimits): { host: Piece[]; device: Piece[] } {
-  const host: Piece[] = [];
-  const device: Piece[] = [];
+function cut(c: PlanColumns, l: PlanLimits): Pieces {
   const limits = new Map<number, number>();
-  for (let i = 0; i < ranges.length; i++) {
-    const r = ranges[i]!;
-    let max = l.hostReadMax;
-    if (r.device >= 0) {
-      let m = limits.get(r.device);
-      if (m === undefined) limits.set(r.device, (m = l.deviceReadMax(r.device)));
-      max = m;
+  const limit = new Float64Array(c.count);
+  const { count, size, device } = c;
+  let total = 0;
+  let hostCount = 0;
+  let lastDevice = -1;
+  let lastMax = l.hostReadMax;
+  for (let i = 0; i < count; i++) {
+    const d = device[i]!;
+    if (d !== lastDevice) {
+      lastDevice = d;
+      if (d < 0) lastMax = l.hostReadMax;
+      else {
+        let m = limits.get(d);
+        if (m === undefined) limits.set(d, (m = l.deviceReadMax(d)));
+        lastMax = m;
+      }
     }
-    const out = r.device < 0 ? host : device;
-    for (let at = 0; at < r.size; at += max) {
-      out.push({ range: i, file: r.file, offset: r.fileOffset + at, size: Math.min(max, r.size - at), target: r.target, targetOffset: r.targetOffset + at, device: r.device });
+    limit[i] = lastMax;
+    const n = Math.ceil(size[i]! / lastMax);
+    total += n;
+    if (d < 0) hostCount += n;
+  }
+  const host = new Uint32Array(hostCount);
+  const onDevice = new Uint32Array(total - hostCount);
+  if (total === count) {
+    // No range is empty or cut: piece i is range i.
+    const range = new Uint32Array(count);
+    let h = 0;
+    let g = 0;
+    for (let i = 0; i < count; i++) {
+      range[i] = i;
+      if (device[i]! < 0) host[h++] = i;
+      else onDevice[g++] = i;
+    }
+    return { range, file: c.file, offset: c.fileOffset, size, target: c.target, targetOffset: c.targetOffset, device, host, onDevice };
+  }
+  const p: Pieces = {
+    range: new Uint32Array(total), file: new Uint32Array(total), offset: new Float64Array(total), size: new Float64Array(total),
+    target: new Uint32Array(total), targetOffset: new Float64Array(total), device: new Int32Array(total), host, onDevice,
+  };
+  let k = 0;
+  let h = 0;
+  let g = 0;
+  for (let i = 0; i < count; i++) {
+    const d = device[i]!;
+    const max = limit[i]!;
+    const n = size[i]!;
+    for (let at = 0; at < n; at += max) {
+      p.range[k] = i;
+      p.file[k] = c.file[i]!;
+      p.offset[k] = c.fileOffset[i]! + at;
+      p.size[k] = Math.min(max, n - at);
+      p.target[k] = c.target[i]!;
+      p.targetOffset[k] = c.targetOffset[i]! + at;
+      p.device[k] = d;
+      if (d < 0) host[h++] = k++;
+      else onDevice[g++] = k++;
     }
   }
-  return { host, device };
+  return p;
 }
 
-/** One pread: the pieces `list[from, to)`, which lie next to each other in their sorted list. */
-interface Read {
-  device: number;
-  file: number;
-  offset: number;
-  end: number;
-  list: Piece[];
-  from: number;
-  to: number;
+/** Whether `ids` is already in the order of `keys` (most significant first). */
+function inOrder(ids: Uint32Array, keys: readonly ArrayLike<number>[]): boolean {
+  for (let i = 1; i < ids.length; i++) {
+    const a = ids[i - 1]!;
+    const b = ids[i]!;
+    for (const key of keys) {
+      const x = key[a]!;
+      const y = key[b]!;
+      if (x < y) break;
+      if (x > y) return false;
+    }
+  }
+  return true;
+}
+
+function sorted(ids: Uint32Array, keys: readonly ArrayLike<number>[]): Uint32Array {
+  return inOrder(ids, keys) ? ids : sortByKeys(ids, keys);
+}
+
+/**
+ * Reads as columns: read `r` is the pieces `order[from[r], to[r])` of one file, bytes
+ * `[offset[r], end[r])`.
+ */
+interface Reads {
+  count: number;
+  device: Int32Array;
+  file: Uint32Array;
+  offset: Float64Array;
+  end: Float64Array;
+  from: Uint32Array;
+  to: Uint32Array;
 }
 
 /** Plans a batch. Ranges of size 0 get no piece (they read nothing). */
-export function planBatch(ranges: readonly PlanRange[], l: PlanLimits): BatchPlan {
+export function planBatch(ranges: PlanColumns, l: PlanLimits): BatchPlan {
   const gap = l.coalesceGap ?? COALESCE_GAP;
   // Host pieces in file order, so neighbours can share a pread. Device pieces in target order,
   // so staging keeps it and pieces next to each other on the GPU go in one copy (host reads copy
   // nowhere, and file order reads ahead best). Callers often pass ranges in one of these orders
   // already: sorting is skipped then.
-  const { host, device } = cut(ranges, l);
-  sortIfNeeded(host, (a, b) => a.file - b.file || a.offset - b.offset);
-  sortIfNeeded(device, (a, b) => a.device - b.device || a.target - b.target || a.targetOffset - b.targetOffset || a.offset - b.offset);
-  const reads: Read[] = [];
-  let cur: Read | undefined;
+  const p = cut(ranges, l);
+  const host = sorted(p.host, [p.file, p.offset]);
+  const device = sorted(p.onDevice, [p.device, p.target, p.targetOffset, p.offset]);
+  const order = new Uint32Array(host.length + device.length);
+  order.set(host);
+  order.set(device, host.length);
+  const cap = order.length;
+  const rd: Reads = {
+    count: 0, device: new Int32Array(cap), file: new Uint32Array(cap), offset: new Float64Array(cap), end: new Float64Array(cap),
+    from: new Uint32Array(cap), to: new Uint32Array(cap),
+  };
+  const { file, offset, size } = p;
+  const rFile = rd.file;
+  const rOffset = rd.offset;
+  const rEnd = rd.end;
+  const rTo = rd.to;
+  let r = -1;
+  const open = (i: number, id: number) => {
+    r = rd.count++;
+    rd.device[r] = p.device[id]!;
+    rFile[r] = file[id]!;
+    rOffset[r] = offset[id]!;
+    rEnd[r] = offset[id]! + size[id]!;
+    rd.from[r] = i;
+    rTo[r] = i + 1;
+  };
+  const hostMax = l.hostReadMax;
   for (let i = 0; i < host.length; i++) {
-    const p = host[i]!;
-    const end = Math.max(cur?.end ?? 0, p.offset + p.size);
-    if (cur && cur.file === p.file && p.offset <= cur.end + gap && end - cur.offset <= l.hostReadMax) {
-      cur.end = end;
-      cur.to = i + 1;
-    } else reads.push((cur = { device: -1, file: p.file, offset: p.offset, end: p.offset + p.size, list: host, from: i, to: i + 1 }));
+    const id = order[i]!;
+    const end = offset[id]! + size[id]!;
+    if (r >= 0 && rFile[r] === file[id] && offset[id]! <= rEnd[r]! + gap && Math.max(rEnd[r]!, end) - rOffset[r]! <= hostMax) {
+      if (end > rEnd[r]!) rEnd[r] = end;
+      rTo[r] = i + 1;
+    } else open(i, id);
   }
-  cur = undefined;
   let max = 0;
-  for (let i = 0; i < device.length; i++) {
-    const p = device[i]!;
-    if (i === 0 || device[i - 1]!.device !== p.device) max = l.deviceReadMax(p.device);
-    if (cur && cur.device === p.device && cur.file === p.file && p.offset + p.size - cur.offset <= max && continues(cur, p)) {
-      cur.end = p.offset + p.size;
-      cur.to = i + 1;
-    } else reads.push((cur = { device: p.device, file: p.file, offset: p.offset, end: p.offset + p.size, list: device, from: i, to: i + 1 }));
+  for (let i = host.length; i < order.length; i++) {
+    const id = order[i]!;
+    const d = p.device[id]!;
+    const end = offset[id]! + size[id]!;
+    if (i === host.length || p.device[order[i - 1]!] !== d) max = l.deviceReadMax(d);
+    if (i > host.length && rd.device[r] === d && rFile[r] === file[id] && end - rOffset[r]! <= max && continues(p, order[rTo[r]! - 1]!, rEnd[r]!, id)) {
+      rEnd[r] = end;
+      rTo[r] = i + 1;
+    } else open(i, id);
   }
-  return encode(reads, host.length + device.length, l);
-}
-
-function sortIfNeeded<T>(a: T[], order: (x: T, y: T) => number): void {
-  for (let i = 1; i < a.length; i++)
-    if (order(a[i - 1]!, a[i]!) > 0) {
-      a.sort(order);
-      return;
-    }
+  return encode(p, order, rd, l);
 }
 
 /**
@@ -151,77 +280,85 @@ function sortIfNeeded<T>(a: T[], order: (x: T, y: T) => number): void {
  * near ranges would save preads but cost a copy per range, and small copies cost the GPU's
  * copy engine more than a pread of a cached page costs a thread.
  */
-function continues(read: Read, p: Piece): boolean {
-  const last = read.list[read.to - 1]!;
-  return p.offset === read.end && last.offset + last.size === read.end && p.target === last.target && p.targetOffset === last.targetOffset + last.size;
+function continues(p: Pieces, last: number, end: number, id: number): boolean {
+  const size = p.size;
+  return p.offset[id] === end && p.offset[last]! + size[last]! === end && p.target[id] === p.target[last] && p.targetOffset[id] === p.targetOffset[last]! + size[last]!;
 }
 
-/** Where a read lands straight in host memory: its pieces tile one stretch of one target exactly. */
-function directPlace(read: Read, hostTargets: number): { target: number; offset: number } | undefined {
-  const first = read.list[read.from]!;
-  if (first.target >= hostTargets || first.offset !== read.offset) return undefined;
-  const shift = first.targetOffset - first.offset;
-  let next = read.offset;
-  for (let i = read.from; i < read.to; i++) {
-    const p = read.list[i]!;
-    if (p.target !== first.target || p.offset !== next || p.targetOffset - p.offset !== shift) return undefined;
-    next = p.offset + p.size;
+/**
+ * Where a read lands straight in host memory: its pieces tile one stretch of one target exactly.
+ * Returns the offset in the target, or -1.
+ */
+function directOffset(p: Pieces, order: Uint32Array, rd: Reads, r: number, hostTargets: number): number {
+  const first = order[rd.from[r]!]!;
+  if (p.target[first]! >= hostTargets || p.offset[first] !== rd.offset[r]) return -1;
+  const shift = p.targetOffset[first]! - p.offset[first]!;
+  let next = rd.offset[r]!;
+  for (let i = rd.from[r]!; i < rd.to[r]!; i++) {
+    const id = order[i]!;
+    if (p.target[id] !== p.target[first] || p.offset[id] !== next || p.targetOffset[id]! - p.offset[id]! !== shift) return -1;
+    next = p.offset[id]! + p.size[id]!;
   }
-  return next === read.end ? { target: first.target, offset: read.offset + shift } : undefined;
+  return next === rd.end[r] ? rd.offset[r]! + shift : -1;
 }
 
-function encode(reads: Read[], pieceCount: number, l: PlanLimits): BatchPlan {
-  const r7 = new Float64Array(reads.length * 7);
-  const p4 = new Float64Array(pieceCount * 4);
-  const pieceRange = new Uint32Array(pieceCount);
-  const readPieces = new Uint32Array(reads.length + 1);
+function encode(p: Pieces, order: Uint32Array, rd: Reads, l: PlanLimits): BatchPlan {
+  const n = rd.count;
+  const r7 = new Float64Array(n * 7);
+  const p4 = new Float64Array(order.length * 4);
+  const pieceRange = new Uint32Array(order.length);
+  const readPieces = new Uint32Array(n + 1);
+  const { offset, size, target, targetOffset, range } = p;
+  const { from, to } = rd;
   let k = 0;
   let hostReads = 0;
-  for (let r = 0; r < reads.length; r++) {
-    const rd = reads[r]!;
+  for (let r = 0; r < n; r++) {
     readPieces[r] = k;
-    const direct = rd.device < 0 ? directPlace(rd, l.hostTargets) : undefined;
-    if (rd.device < 0) hostReads++;
+    const host = rd.device[r]! < 0;
+    const direct = host ? directOffset(p, order, rd, r, l.hostTargets) : -1;
+    if (host) hostReads++;
     const at = r * 7;
-    r7[at] = rd.file;
-    r7[at + 1] = rd.offset;
-    r7[at + 2] = rd.end - rd.offset;
+    const base = rd.offset[r]!;
+    r7[at] = rd.file[r]!;
+    r7[at + 1] = base;
+    r7[at + 2] = rd.end[r]! - base;
     r7[at + 3] = k;
-    r7[at + 4] = rd.to - rd.from;
-    r7[at + 5] = direct ? direct.target : -1;
-    r7[at + 6] = direct ? direct.offset : 0;
-    for (let i = rd.from; i < rd.to; i++) {
-      const p = rd.list[i]!;
-      p4[k * 4] = p.offset - rd.offset;
-      p4[k * 4 + 1] = p.size;
-      p4[k * 4 + 2] = p.target;
-      p4[k * 4 + 3] = p.targetOffset;
-      pieceRange[k++] = p.range;
+    r7[at + 4] = to[r]! - from[r]!;
+    r7[at + 5] = direct >= 0 ? target[order[from[r]!]!]! : -1;
+    r7[at + 6] = direct >= 0 ? direct : 0;
+    for (let i = from[r]!; i < to[r]!; i++) {
+      const id = order[i]!;
+      const q = k * 4;
+      p4[q] = offset[id]! - base;
+      p4[q + 1] = size[id]!;
+      p4[q + 2] = target[id]!;
+      p4[q + 3] = targetOffset[id]!;
+      pieceRange[k++] = range[id]!;
     }
   }
-  readPieces[reads.length] = k;
-  const tasks = taskSplit(reads, l.threads);
-  return { reads: r7, pieces: p4, tasks, pieceRange, readPieces, counts: { hostReads, deviceReads: reads.length - hostReads, tasks: tasks.length / 3 } };
+  readPieces[n] = k;
+  const tasks = taskSplit(rd, l.threads);
+  return { reads: r7, pieces: p4, tasks, pieceRange, readPieces, counts: { hostReads, deviceReads: n - hostReads, tasks: tasks.length / 3 } };
 }
 
 /**
  * Reads of each memory (host, each GPU) are dealt into tasks of about equal bytes, in order:
  * enough tasks for every thread several times over, each of at least {@link BATCH_TASK_MIN}.
  */
-function taskSplit(reads: Read[], threads: number): Float64Array {
+function taskSplit(rd: Reads, threads: number): Float64Array {
   const out: number[] = [];
-  for (let start = 0; start < reads.length; ) {
-    const device = reads[start]!.device;
+  for (let start = 0; start < rd.count; ) {
+    const device = rd.device[start]!;
     let stop = start;
     let bytes = 0;
-    while (stop < reads.length && reads[stop]!.device === device) bytes += reads[stop]!.end - reads[stop++]!.offset;
+    while (stop < rd.count && rd.device[stop] === device) bytes += rd.end[stop]! - rd.offset[stop++]!;
     const n = Math.max(1, Math.min(stop - start, threads * BATCH_TASKS_PER_THREAD, Math.floor(bytes / BATCH_TASK_MIN)));
     const share = bytes / n;
     let made = 0;
     let acc = 0;
     let first = start;
     for (let r = start; r < stop; r++) {
-      acc += reads[r]!.end - reads[r]!.offset;
+      acc += rd.end[r]! - rd.offset[r]!;
       if (r + 1 === stop || acc >= share * (made + 1)) {
         out.push(first, r + 1 - first, device);
         first = r + 1;

@@ -6,7 +6,7 @@
  * fetch thousands of samples at once: per range it costs a pread, not an operation.
  */
 import { native, type NativeAddon, type NativeBatchResult } from './binding.js';
-import { planBatch, type PlanRange } from './batch-plan.js';
+import { planBatch, planColumns, type PlanColumns } from './batch-plan.js';
 import { DeviceBuffer } from './device-buffer.js';
 import { AbortError, fromNative, usage } from './errors.js';
 import { PenstockFile, type Memory } from './file.js';
@@ -117,13 +117,15 @@ function start(ranges: readonly BatchRange[], options: BatchReadOptions): Promis
   const pinned = new Set<PinnedBuffer>();
   const devices: DeviceBuffer[] = [];
   const deviceTargets = new Map<DeviceBuffer, { index: number; length: number; device: number }>();
-  const planned: PlanRange[] = new Array(ranges.length);
-  const hostRanges: number[] = [];
+  const planned = planColumns(ranges.length);
+  let hostRangeCount = 0;
   // Ranges mostly repeat the file and target of the one before: those skip the lookups.
   let lastFile: PenstockFile | undefined;
   let lastFi = -1;
   let lastDevice: DeviceBuffer | undefined;
   let lastD: { index: number; length: number; device: number } | undefined;
+  let lastHost: unknown;
+  let lastH: { index: number; length: number; byteOffset: number } | undefined;
   for (let i = 0; i < ranges.length; i++) {
     const r = ranges[i];
     if (!r || typeof r !== 'object') throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `ranges[${i}] must be an object, got ${describe(r)}`);
@@ -144,8 +146,11 @@ function start(ranges: readonly BatchRange[], options: BatchReadOptions): Promis
     if (!isLength(fileOffset)) checkLength(fileOffset, `ranges[${i}].fileOffset`);
     if (!isLength(size)) checkLength(size, `ranges[${i}].size`);
     if (!isLength(targetOffset)) checkLength(targetOffset, `ranges[${i}].targetOffset`);
+    planned.file[i] = fi;
+    planned.fileOffset[i] = fileOffset;
+    planned.size[i] = size;
     const t = r.target;
-    if (t === lastDevice || t instanceof DeviceBuffer) {
+    if (t !== lastHost && (t === lastDevice || t instanceof DeviceBuffer)) {
       let d = t === lastDevice ? lastD : deviceTargets.get(t);
       if (d === undefined) {
         t.assertLive();
@@ -154,10 +159,12 @@ function start(ranges: readonly BatchRange[], options: BatchReadOptions): Promis
       lastDevice = t;
       lastD = d;
       if (targetOffset > d.length || size > d.length - targetOffset) checkRange(targetOffset, size, d.length, `DeviceBuffer of ranges[${i}]`);
-      planned[i] = { file: fi, fileOffset, size, target: d.index, targetOffset, device: d.device };
+      planned.target[i] = d.index;
+      planned.targetOffset[i] = targetOffset;
+      planned.device[i] = d.device;
     } else {
       // Many ranges share one target: its region is resolved (and checked) once per batch.
-      let target = hostTargets.get(t);
+      let target = t === lastHost ? lastH : hostTargets.get(t);
       if (target === undefined) {
         if (!isHostMemory(t)) throw usage('ERR_PENSTOCK_INVALID_BUFFER', `ranges[${i}].target must be a DeviceBuffer or host memory, got ${describe(t)}`);
         const h = hostRegion(t, `target of ranges[${i}]`);
@@ -173,14 +180,18 @@ function start(ranges: readonly BatchRange[], options: BatchReadOptions): Promis
         if (h.pinned) pinned.add(h.pinned);
         hostTargets.set(t, (target = { index: hi, length: h.length, byteOffset: bytes.byteOffset }));
       }
+      lastHost = t;
+      lastH = target;
       if (targetOffset > target.length || size > target.length - targetOffset) checkRange(targetOffset, size, target.length, `target of ranges[${i}]`);
-      planned[i] = { file: fi, fileOffset, size, target: target.index, targetOffset: target.byteOffset + targetOffset, device: -1 };
-      hostRanges.push(i);
+      planned.target[i] = target.index;
+      planned.targetOffset[i] = target.byteOffset + targetOffset;
+      planned.device[i] = -1;
+      hostRangeCount++;
     }
   }
   // Device targets are numbered after the host ones.
   const nHost = hostViews.length;
-  for (let i = 0; i < planned.length; i++) if (planned[i]!.device >= 0) planned[i]!.target += nHost;
+  if (hostRangeCount < ranges.length) for (let i = 0; i < planned.count; i++) if (planned.device[i]! >= 0) planned.target[i]! += nHost;
 
   const s = currentSettings();
   ensurePool();
@@ -211,9 +222,9 @@ function start(ranges: readonly BatchRange[], options: BatchReadOptions): Promis
   const onAbort = () => op.cancel();
   signal?.addEventListener('abort', onAbort, { once: true });
   const done = op.promise.then(
-    (r) => settle(r, ranges.length, plan, pieceBytes, planned, fileList, hostRanges.length),
+    (r) => settle(r, ranges.length, plan, pieceBytes, planned, fileList, hostRangeCount),
     (err) => {
-      recordFailure(devices.length > 0, hostRanges.length > 0);
+      recordFailure(devices.length > 0, hostRangeCount > 0);
       const e = fromNative(err);
       if (e instanceof AbortError && signal?.reason !== undefined) throw new AbortError(undefined, { cause: signal.reason });
       throw e;
@@ -242,7 +253,7 @@ function guarded(fn: (n: number) => void): (n: number) => void {
 
 function settle(
   r: NativeBatchResult, count: number, plan: ReturnType<typeof planBatch>, pieceBytes: Float64Array,
-  planned: PlanRange[], files: PenstockFile[], hostRangeCount: number,
+  planned: PlanColumns, files: PenstockFile[], hostRangeCount: number,
 ): BatchReadResult {
   const bytes = new Float64Array(count);
   const { pieceRange, readPieces } = plan;
@@ -251,7 +262,7 @@ function settle(
   for (let k = 0; k < pieceRange.length; k++) {
     const i = pieceRange[k]!;
     bytes[i] = bytes[i]! + pieceBytes[k]!;
-    if (planned[i]!.device < 0) hostBytes += pieceBytes[k]!;
+    if (planned.device[i]! < 0) hostBytes += pieceBytes[k]!;
     else deviceBytes += pieceBytes[k]!;
   }
   const errors = new Map<number, Error>();

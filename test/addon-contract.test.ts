@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { NATIVE_FUNCTIONS, NATIVE_RESULT_FIELDS, native } from '../src/binding.js';
-import { planBatch } from '../src/batch-plan.js';
+import { columnsOf, planBatch } from '../src/batch-plan.js';
 import { fakeDriverDir, pattern, tmpDir, withEnv } from './helpers.js';
 
 type FieldMap = Readonly<Record<string, 'required' | 'optional'>>;
@@ -99,7 +99,7 @@ test('a batch resolves with exactly its typed fields, its timeline in order', as
   try {
     const target = new Uint8Array(1 << 15);
     const plan = planBatch(
-      [{ file: 0, fileOffset: 0, size: 1 << 14, target: 0, targetOffset: 0, device: -1 }, { file: 0, fileOffset: 1 << 15, size: 1 << 14, target: 0, targetOffset: 1 << 14, device: -1 }],
+      columnsOf([{ file: 0, fileOffset: 0, size: 1 << 14, target: 0, targetOffset: 0, device: -1 }, { file: 0, fileOffset: 1 << 15, size: 1 << 14, target: 0, targetOffset: 1 << 14, device: -1 }]),
       { threads: 2, hostReadMax: 1 << 20, deviceReadMax: () => 1 << 20, hostTargets: 1 },
     );
     const before = Number(process.hrtime.bigint());

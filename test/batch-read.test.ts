@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { configure, getConfig, open, readBatch, stats, type BatchRange } from '../src/index.js';
-import { planBatch } from '../src/batch-plan.js';
+import { columnsOf, planBatch } from '../src/batch-plan.js';
 import { makeFile } from './helpers.js';
 
 const initial = getConfig();
@@ -174,14 +174,14 @@ describe('batch plan', () => {
 
   test('adjacent ranges into adjacent memory are one pread straight into the target', () => {
     const ranges = Array.from({ length: 8 }, (_, i) => ({ file: 0, fileOffset: 4096 * (7 - i), size: 4096, target: 0, targetOffset: 4096 * (7 - i), device: -1 }));
-    const p = planBatch(ranges, limits);
+    const p = planBatch(columnsOf(ranges), limits);
     assert.equal(p.reads.length / 7, 1);
     assert.deepEqual([...p.reads], [0, 0, 32768, 0, 8, 0, 0]);
   });
 
   test('near ranges share a read through scratch; far ones do not; files and memories never mix', () => {
     const r = (file: number, fileOffset: number, device = -1, target = 0) => ({ file, fileOffset, size: 100, target, targetOffset: 0, device });
-    const p = planBatch([r(0, 0), r(0, 5000), r(0, 500_000), r(1, 200), r(0, 300, 0, 1)], { ...limits, hostTargets: 1 });
+    const p = planBatch(columnsOf([r(0, 0), r(0, 5000), r(0, 500_000), r(1, 200), r(0, 300, 0, 1)]), { ...limits, hostTargets: 1 });
     const reads = Array.from({ length: p.reads.length / 7 }, (_, i) => [...p.reads.subarray(i * 7, i * 7 + 7)]);
     assert.deepEqual(reads.map((x) => [x[0], x[1], x[2], x[4], x[5]]), [
       [0, 0, 5100, 2, -1],
@@ -197,7 +197,7 @@ describe('batch plan', () => {
       { file: 0, fileOffset: 900_000, size: 10, target: 1, targetOffset: 0, device: 0 },
       { file: 0, fileOffset: 100, size: 100 * KiB, target: 1, targetOffset: 10, device: 0 },
     ];
-    const p = planBatch(ranges, limits);
+    const p = planBatch(columnsOf(ranges), limits);
     const reads = Array.from({ length: p.reads.length / 7 }, (_, i) => [...p.reads.subarray(i * 7, i * 7 + 3)]);
     assert.deepEqual(reads, [[0, 900_000, 10], [0, 100, 64 * KiB], [0, 100 + 64 * KiB, 36 * KiB]]);
     assert.deepEqual([...p.pieceRange], [0, 1, 1]);
@@ -205,7 +205,7 @@ describe('batch plan', () => {
 
   test('tasks share the reads out evenly, several per thread, none tiny', () => {
     const ranges = Array.from({ length: 1000 }, (_, i) => ({ file: 0, fileOffset: i * 1e6, size: 4096, target: 0, targetOffset: i * 4096, device: -1 }));
-    const p = planBatch(ranges, limits);
+    const p = planBatch(columnsOf(ranges), limits);
     const n = p.tasks.length / 3;
     assert.equal(n, 16, '4 threads × 4');
     let sum = 0;
@@ -215,7 +215,7 @@ describe('batch plan', () => {
       assert.ok(Math.abs(p.tasks[i * 3 + 1]! - 1000 / 16) <= 1);
     }
     assert.equal(sum, 1000);
-    const few = planBatch(ranges.slice(0, 20), limits);
+    const few = planBatch(columnsOf(ranges.slice(0, 20)), limits);
     assert.equal(few.tasks.length / 3, 1, '80 KiB is one task');
   });
 });
