@@ -21,13 +21,6 @@ int ThreadPool::Size() const {
   return target_;
 }
 
-namespace {
-// Sleepers a worker wakes when it takes a task and more wait that the spinning workers cannot
-// all take: two, so a batch's runners wake in about log2(threads) rounds of wake-ups, each
-// round's paid by the threads woken in the one before.
-constexpr size_t kWakesPerTake = 2;
-}  // namespace
-
 void ThreadPool::Submit(std::function<void()> task) {
   bool wake;
   {
@@ -38,19 +31,6 @@ void ThreadPool::Submit(std::function<void()> task) {
     // sleeping (it leaves the count first), so it will see this task: one per queued task.
     wake = static_cast<size_t>(spinning_.load(std::memory_order_seq_cst)) < queue_.size();
   }
-  if (wake) wake_.notify_one();
-}
-
-void ThreadPool::SubmitCopies(const std::function<void()>& task, size_t n) {
-  if (n == 0) return;
-  bool wake;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (size_t i = 0; i < n; ++i) queue_.push_back(task);
-    queuedHint_.store(queue_.size(), std::memory_order_seq_cst);
-    wake = static_cast<size_t>(spinning_.load(std::memory_order_seq_cst)) < queue_.size();
-  }
-  // One sleeper; the workers that take these tasks wake the rest (Run).
   if (wake) wake_.notify_one();
 }
 
@@ -89,13 +69,7 @@ void ThreadPool::Run(int index) {
     auto task = std::move(queue_.front());
     queue_.pop_front();
     queuedHint_.store(queue_.size(), std::memory_order_release);
-    // Pass the wake-up on for tasks still queued that the spinning workers cannot all take. A
-    // woken worker that finds the queue empty goes back to sleep: too many wake-ups cost time,
-    // too few would leave tasks to wait for a worker's current task.
-    size_t spin = static_cast<size_t>(spinning_.load(std::memory_order_seq_cst));
-    size_t wakes = queue_.size() > spin ? std::min(kWakesPerTake, queue_.size() - spin) : 0;
     lock.unlock();
-    for (size_t i = 0; i < wakes; ++i) wake_.notify_one();
     task();
     lock.lock();
   }

@@ -22,10 +22,6 @@ class ThreadPool {
   void Resize(int n);
   int Size() const;
   void Submit(std::function<void()> task);
-  // Queues `n` runs of `task` at once (an operation's runners) and wakes at most one sleeper:
-  // workers that take a task pass the wake-up on (Run), so the submitting thread pays for one
-  // wake-up instead of one per runner, and the pool wakes in a tree instead of one by one.
-  void SubmitCopies(const std::function<void()>& task, size_t n);
   // A worker that runs out of work watches the queue for `ns` before it sleeps, at most
   // `spinners` workers at once (0: none). Waking a sleeping thread can cost more than a small
   // read; watching costs a core. TypeScript decides both (transfer-plan.ts).
@@ -57,9 +53,9 @@ class ThreadPool {
   std::atomic<int> maxSpinners_{0};
   std::atomic<int> spinners_{0};
   // Workers inside the spin loop now: awake, idle, and bound to look at the queue under the lock
-  // before they sleep. A sleeper is woken only for work they cannot all take: waking a thread
-  // (a futex call and, in a VM, an interrupt to another CPU) costs the waking thread more than a
-  // small read.
+  // before they sleep. Submit wakes a sleeper only for work they cannot all take: waking a thread
+  // (a futex call and, in a VM, an interrupt to another CPU) costs the submitting thread more than
+  // a small read.
   std::atomic<int> spinning_{0};
   void (*idleHook_)() = nullptr;
 };
