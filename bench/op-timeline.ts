@@ -181,7 +181,8 @@ for (const size of [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB])
   const initial = getConfig();
   console.log('file.read, as planned: µs per read (median), GB/s');
   for (const size of [64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB]) {
-    const configs: Partial<Settings>[] = size <= 4 * MiB ? [{}, { inlineReadMax: 64 * KiB }, { inlineReadMax: 4 * MiB }] : [{}];
+    // From 64 MiB, directIoRead 'auto' samples the range's residency first; 'false' shows its cost.
+    const configs: Partial<Settings>[] = size <= 4 * MiB ? [{}, { inlineReadMax: 64 * KiB }, { inlineReadMax: 4 * MiB }] : size >= 64 * MiB ? [{}, { directIoRead: false }] : [{}];
     for (const target of gpu ? (['device', 'host'] as const) : (['host'] as const)) {
       for (const c of configs) {
         configure({ ...initial, ...c });
