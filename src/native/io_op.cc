@@ -68,7 +68,7 @@ void Operation::Start() {
     }
   }
   runners_ = runners;
-  for (uint64_t i = 0; i < runners; ++i) pool.Submit([self] { self->RunNext(); });
+  pool.SubmitCopies([self] { self->RunNext(); }, runners);
 }
 
 void Operation::RunNext() {
