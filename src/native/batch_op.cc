@@ -44,7 +44,7 @@ void BatchOp::Start() {
   size_t runners = std::min<size_t>(tasks.size(), static_cast<size_t>(std::max(1, pool.Size())));
   runners_ = runners;
   auto self = shared_from_this();
-  pool.SubmitCopies([self] { self->RunNext(); }, runners);
+  for (size_t i = 0; i < runners; ++i) pool.Submit([self] { self->RunNext(); });
 }
 
 void BatchOp::CancelAndWait() {

@@ -68,7 +68,7 @@ void Operation::Start() {
     }
   }
   runners_ = runners;
-  pool.SubmitCopies([self] { self->RunNext(); }, runners);
+  for (uint64_t i = 0; i < runners; ++i) pool.Submit([self] { self->RunNext(); });
 }
 
 void Operation::RunNext() {

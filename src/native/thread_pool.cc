@@ -34,26 +34,6 @@ void ThreadPool::Submit(std::function<void()> task) {
   if (wake) wake_.notify_one();
 }
 
-void ThreadPool::SubmitCopies(const std::function<void()>& task, size_t n) {
-  if (n == 0) return;
-  size_t need;
-  size_t sleeping;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (size_t i = 0; i < n; ++i) queue_.push_back(task);
-    queuedHint_.store(queue_.size(), std::memory_order_seq_cst);
-    size_t spinning = static_cast<size_t>(spinning_.load(std::memory_order_seq_cst));
-    sleeping = static_cast<size_t>(sleeping_);
-    need = std::min(queue_.size() > spinning ? queue_.size() - spinning : 0, sleeping);
-  }
-  // One futex call wakes them all; the few woken for nothing go back to sleep.
-  if (need > 1 && 2 * need >= sleeping) {
-    wake_.notify_all();
-  } else {
-    for (size_t i = 0; i < need; ++i) wake_.notify_one();
-  }
-}
-
 void ThreadPool::Run(int index) {
   t_workerIndex = index;
   std::unique_lock<std::mutex> lock(mutex_);
@@ -83,9 +63,7 @@ void ThreadPool::Run(int index) {
         lock.lock();
       }
       spinners_.fetch_sub(1);
-      ++sleeping_;
       wake_.wait(lock, [&] { return index >= target_ || !queue_.empty(); });
-      --sleeping_;
       continue;
     }
     auto task = std::move(queue_.front());

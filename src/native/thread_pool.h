@@ -22,10 +22,6 @@ class ThreadPool {
   void Resize(int n);
   int Size() const;
   void Submit(std::function<void()> task);
-  // Queues `n` runs of `task` at once (an operation's runners), then wakes the sleepers they
-  // need: all of them with one call when that is most of them, so the submitting thread pays
-  // one wake-up call instead of one per runner.
-  void SubmitCopies(const std::function<void()>& task, size_t n);
   // A worker that runs out of work watches the queue for `ns` before it sleeps, at most
   // `spinners` workers at once (0: none). Waking a sleeping thread can cost more than a small
   // read; watching costs a core. TypeScript decides both (transfer-plan.ts).
@@ -61,7 +57,6 @@ class ThreadPool {
   // (a futex call and, in a VM, an interrupt to another CPU) costs the submitting thread more than
   // a small read.
   std::atomic<int> spinning_{0};
-  int sleeping_ = 0;  // workers waiting on wake_ (guarded by mutex_)
   void (*idleHook_)() = nullptr;
 };
 

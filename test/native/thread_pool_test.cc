@@ -1,6 +1,6 @@
 // Unit checks of the pool's hand-offs (src/native/thread_pool.cc): Submit wakes a sleeping worker
-// only for tasks the spinning ones cannot take, and SubmitCopies only for the sleepers its tasks
-// need, so a skipped wake-up must never leave a task in the queue with every worker asleep. Bursts of tasks are submitted with pauses that let the
+// only for tasks the spinning ones cannot take, so a skipped wake-up must never leave a task in
+// the queue with every worker asleep. Bursts of tasks are submitted with pauses that let the
 // spinners time out or not, and each burst must finish without any later submission.
 #include <atomic>
 #include <chrono>
@@ -50,30 +50,6 @@ void NestedSubmits() {
   EXPECT(done.load() == 72);
 }
 
-// Runners queued at once reach every worker: SubmitCopies wakes what they need. Each task blocks
-// until all have started, so a runner left in the queue behind a blocked worker (a wake-up
-// missed) keeps the count short until the deadline.
-void CopiesReachEveryWorker(int workers, uint64_t spinNs, int spinners) {
-  ThreadPool& pool = ThreadPool::Instance();
-  pool.SetSpin(spinNs, spinners);
-  for (int round = 0; round < 50; ++round) {
-    std::this_thread::sleep_for(std::chrono::microseconds(round % 2 ? 0 : 300));
-    int n = round % 3 == 0 ? workers : 1 + round % workers;
-    std::atomic<int> started{0}, met{0}, done{0};
-    auto deadline = Clock::now() + std::chrono::seconds(1);
-    pool.SubmitCopies([&] {
-      started.fetch_add(1);
-      while (started.load() < n && Clock::now() < deadline) std::this_thread::yield();
-      if (started.load() == n) met.fetch_add(1);  // all began while this one still waited
-      done.fetch_add(1);
-    }, n);
-    while (done.load() < n) std::this_thread::yield();
-    EXPECT(met.load() == n);
-    if (met.load() != n) return;
-  }
-  pool.SubmitCopies([] {}, 0);  // nothing queued, nothing woken
-}
-
 }  // namespace
 
 int main() {
@@ -82,7 +58,5 @@ int main() {
   Bursts(50'000, 1);
   Bursts(200'000, 4);
   NestedSubmits();
-  CopiesReachEveryWorker(4, 0, 0);
-  CopiesReachEveryWorker(4, 50'000, 1);
   return check::Finish("thread_pool_test");
 }
