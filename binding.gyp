@@ -23,6 +23,7 @@
         "src/native/staging_pipe.cc",
         "src/native/inline_read.cc",
         "src/native/batch_op.cc",
+        "src/native/read_ring.cc",
         "src/native/batch_bindings.cc",
         "src/native/instance.cc",
         "src/native/io_bindings.cc",

@@ -23,7 +23,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { native, type NativeBatchResult, type NativeOpResult, type NativeOpSpec } from '../src/binding.js';
-import { columnsOf, planBatch, type PlanRange } from '../src/batch-plan.js';
+import { BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, columnsOf, planBatch, type PlanRange } from '../src/batch-plan.js';
 import { createTestFile } from '../src/bench/testfile.js';
 import { median } from '../src/bench/stats.js';
 import { configure, DeviceBuffer, getConfig, hasGpu, open, readBatch, runtimeInfo, type Settings } from '../src/index.js';
@@ -117,8 +117,11 @@ for (const size of [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB])
   const RANGES = 10_000;
   const pages = Math.floor(fileSize / 4096);
   console.log(`batches of ${RANGES} random 4 KiB ranges: µs, medians`);
-  console.log(`${'target'.padEnd(8)} ${['plan', 'call', 'to pool', 'ramp', 'work', 'back', 'resume', 'total'].map((k) => k.padStart(8)).join(' ')}   busy   M ranges/s`);
-  for (const target of gpu ? (['device', 'host'] as const) : (['host'] as const)) {
+  console.log(`${'target'.padEnd(12)} ${['plan', 'call', 'to pool', 'ramp', 'work', 'back', 'resume', 'total'].map((k) => k.padStart(8)).join(' ')}   busy   M ranges/s`);
+  // As planned (reads through each worker's io_uring ring), and '/pread': a pread each.
+  const kinds = [...(gpu ? (['device', 'device/pread'] as const) : []), 'host', 'host/pread'] as const;
+  for (const kind of kinds) {
+    const target = kind.startsWith('host') ? 'host' : 'device';
     const rows: Record<string, number[]> = { plan: [], call: [], 'to pool': [], ramp: [], work: [], back: [], resume: [], total: [], busy: [] };
     for (let round = 0; round < 25; round++) {
       const ranges: PlanRange[] = [];
@@ -135,6 +138,7 @@ for (const size of [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB])
         deviceLengths: target === 'device' ? Float64Array.of(dev!.byteLength) : new Float64Array(0),
         deviceOrdinals: target === 'device' ? Int32Array.of(dev!.device) : new Int32Array(0),
         pieceBytes: new Float64Array(plan.pieceRange.length),
+        ...(kind.endsWith('/pread') ? {} : { ring: BATCH_RING_ENTRIES, ringScratch: BATCH_RING_SCRATCH }),
       }).promise;
       const t2 = Number(process.hrtime.bigint());
       if (round < 5) continue; // warm-up
@@ -150,9 +154,9 @@ for (const size of [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB])
       rows.busy!.push(r.busyNs / ((t.lastTaskEndNs - t.firstTaskNs) * s.threads));
     }
     const m = Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, median(v)]));
-    out.push({ batch: target, ranges: RANGES, ...Object.fromEntries(Object.entries(m).map(([k, v]) => [k, k === 'busy' ? v : v / 1000])) });
+    out.push({ batch: kind, ranges: RANGES, ...Object.fromEntries(Object.entries(m).map(([k, v]) => [k, k === 'busy' ? v : v / 1000])) });
     const cols = ['plan', 'call', 'to pool', 'ramp', 'work', 'back', 'resume', 'total'].map((k) => (m[k]! / 1000).toFixed(1).padStart(8)).join(' ');
-    console.log(`${target.padEnd(8)} ${cols}   ${(m.busy! * 100).toFixed(0).padStart(3)}%   ${(RANGES / (m.total! / 1e3)).toFixed(2)}`);
+    console.log(`${kind.padEnd(12)} ${cols}   ${(m.busy! * 100).toFixed(0).padStart(3)}%   ${(RANGES / (m.total! / 1e3)).toFixed(2)}`);
   }
   // The same batches through the public call, with the range objects a caller builds: what
   // validation, planning and the per-range result add to the addon's part above.

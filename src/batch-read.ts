@@ -6,13 +6,14 @@
  * fetch thousands of samples at once: per range it costs a pread, not an operation.
  */
 import { native, type NativeAddon, type NativeBatchResult } from './binding.js';
-import { planBatch, planColumns, type PlanColumns } from './batch-plan.js';
+import { BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, planBatch, planColumns, type PlanColumns } from './batch-plan.js';
 import { DeviceBuffer } from './device-buffer.js';
 import { AbortError, fromNative, usage } from './errors.js';
 import { PenstockFile, type Memory } from './file.js';
 import { hostRegion, isHostMemory, regionBytes } from './host-memory.js';
 import type { PinnedBuffer } from './pinned-buffer.js';
 import { bounceBytes, currentSettings, ensurePool, prepareDevice } from './runtime.js';
+import { ringFallbackReason, type Reason } from './reasons.js';
 import { globalStats, type Route } from './stats.js';
 import { checkLength, checkRange, describe, isLength } from './validate.js';
 
@@ -71,6 +72,13 @@ export interface BatchRecord {
   ioNs: number;
   /** Of `busyNs`, thread time waiting for GPU copies to finish (ns). */
   waitNs: number;
+  /**
+   * Of the preads (the routes' `ops`), those issued through io_uring, many to one system call.
+   * A task's lone read goes by pread.
+   */
+  ringReads: number;
+  /** Why reads went by pread where the plan gave them io_uring: a code and the sentence to act on. */
+  ringFallback?: Reason;
 }
 
 /** The outcome of a batch. */
@@ -208,6 +216,8 @@ function start(ranges: readonly BatchRange[], options: BatchReadOptions): Promis
     deviceLengths: Float64Array.from(devices, (d) => d.byteLength),
     deviceOrdinals: Int32Array.from(devices, (d) => d.device),
     pieceBytes,
+    ring: BATCH_RING_ENTRIES,
+    ringScratch: BATCH_RING_SCRATCH,
     ...(onProgress ? { progress: guarded(onProgress) } : {}),
   };
 
@@ -289,7 +299,10 @@ function settle(
   for (let i = 0; i < count; i++) totalBytes += bytes[i]!;
   return {
     bytes, errors, totalBytes,
-    record: { ranges: count, tasks: plan.counts.tasks, routes, busyNs: r.busyNs, ioNs: r.ioNs, waitNs: r.waitNs },
+    record: {
+      ranges: count, tasks: plan.counts.tasks, routes, busyNs: r.busyNs, ioNs: r.ioNs, waitNs: r.waitNs, ringReads: r.ringReads,
+      ...(r.ringError ? { ringFallback: ringFallbackReason(r.ringError) } : {}),
+    },
   };
 }
 

@@ -244,6 +244,10 @@ export interface NativeBatchResult {
   readErrors: { read: number; error: unknown }[];
   /** Where its time went: the hop to the workers, waking them, the work, the hop back. */
   timeline: NativeOpTimeline;
+  /** Of `preads`, reads issued through io_uring (many to one system call). */
+  ringReads: number;
+  /** Why reads that the plan gave a ring went by pread instead (the first such error), or null. */
+  ringError: NativeErrorRecord | null;
 }
 
 export interface NativeOp {
@@ -397,6 +401,7 @@ export const NATIVE_RESULT_FIELDS = {
   } satisfies NativeFieldPresence<NativeOpResult>,
   batchResult: {
     preads: 'required', copies: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required', readErrors: 'required', timeline: 'required',
+    ringReads: 'required', ringError: 'required',
   } satisfies NativeFieldPresence<NativeBatchResult>,
   timeline: {
     startNs: 'required', firstTaskNs: 'required', lastRunnerStartNs: 'required', lastTaskEndNs: 'required', drainedNs: 'required', settleNs: 'required',

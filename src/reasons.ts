@@ -5,7 +5,7 @@
  * read alike.
  */
 import type { Route } from './stats.js';
-import type { CudaStatus, CuFileStatus } from './binding.js';
+import type { CudaStatus, CuFileStatus, NativeErrorRecord } from './binding.js';
 
 /** What each route means, in one phrase (the doctor's verdicts and `penstock info` use these). */
 export const ROUTE_MEANINGS: Readonly<Record<Route, string>> = {
@@ -76,6 +76,20 @@ export function cufileUnavailableReason(s: CuFileStatus, cuda: string | undefine
       message: `cuFileDriverOpen failed with ${s.driverError?.code ?? 'an error'} (${s.driverError?.number ?? '?'}); read cufile.log (or run "penstock doctor --probe") for cuFile's own reason.`,
     };
   return undefined;
+}
+
+/**
+ * Why a batch's reads went by one pread each instead of through io_uring, from the error the
+ * addon met setting up or entering a ring.
+ */
+export function ringFallbackReason(error: NativeErrorRecord): Reason {
+  return {
+    code: 'IO_URING_UNAVAILABLE',
+    message:
+      `io_uring could not be used (${error.code}: ${error.message}), so the batch's reads went by one pread each, ` +
+      'which costs more per range. Kernels before 5.6, seccomp profiles that block io_uring (containers often do), ' +
+      'the kernel.io_uring_disabled sysctl and a low RLIMIT_MEMLOCK on old kernels turn it off.',
+  };
 }
 
 /** The sentence for a cuFileHandleRegister refusal, by cuFile's status number. */

@@ -2,7 +2,9 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { configure, getConfig, open, readBatch, stats, type BatchRange } from '../src/index.js';
-import { columnsOf, planBatch } from '../src/batch-plan.js';
+import fs from 'node:fs';
+import { native } from '../src/binding.js';
+import { BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, columnsOf, planBatch } from '../src/batch-plan.js';
 import { makeFile } from './helpers.js';
 
 const initial = getConfig();
@@ -166,6 +168,70 @@ describe('readBatch into host memory', () => {
     assert.equal(after.bytes - before.bytes, 64 * 16 * KiB);
     assert.equal(after.operations - before.operations, 1);
     for (let i = 0; i < 64; i++) assert.ok(t.subarray(i * 16 * KiB, (i + 1) * 16 * KiB).equals(data.subarray(i * 32 * KiB, i * 32 * KiB + 16 * KiB)));
+  });
+});
+
+describe('batch reads through io_uring', () => {
+  // 64 ranges 64 KiB apart (no two share a pread), some straight into the target and some
+  // through scratch (offset by 1 in the target), the last one short at end of file.
+  const count = 64;
+  const setup = (size: number) => {
+    const { file: path, data } = makeFile(size);
+    const ranges = Array.from({ length: count }, (_, i) => ({
+      file: 0, fileOffset: i * 64 * KiB + (i === count - 1 ? 60 * KiB : 0), size: 8 * KiB, target: 0, targetOffset: i * 8 * KiB, device: -1,
+    }));
+    return { path, data, ranges };
+  };
+
+  test('the public call issues its reads through io_uring, or says why not', async () => {
+    const { path, data, ranges } = setup((count - 1) * 64 * KiB + 64 * KiB);
+    await using f = await open(path);
+    // Ranges 9 KiB apart in the target, odd ones shifted by a byte.
+    const target = Buffer.alloc(count * 9 * KiB + 1, 0x77);
+    const res = await readBatch(ranges.map((r, i) => ({ fileOffset: r.fileOffset, size: r.size, target, targetOffset: i * 9 * KiB + (i % 2) })), { file: f });
+    for (let i = 0; i < count; i++) {
+      const at = i * 9 * KiB + (i % 2);
+      const n = res.bytes[i]!;
+      assert.equal(n, i === count - 1 ? 4 * KiB : 8 * KiB);
+      assert.ok(target.subarray(at, at + n).equals(data.subarray(ranges[i]!.fileOffset, ranges[i]!.fileOffset + n)), `range ${i}`);
+    }
+    assert.equal(target[(count - 1) * 9 * KiB + 1 + 4 * KiB], 0x77, 'the byte after the last range is untouched');
+    assert.equal(target[8 * KiB], 0x77, 'the bytes between ranges are untouched');
+    const r = res.record;
+    if (r.ringFallback) assert.equal(r.ringFallback.code, 'IO_URING_UNAVAILABLE');
+    else assert.ok(r.ringReads > 0 && r.ringReads <= r.routes['posix-host']!.ops, `ring reads ${r.ringReads} of ${r.routes['posix-host']!.ops}`);
+  });
+
+  test('a ring that cannot be set up: every read by pread, byte-exact, with the error', async () => {
+    const { path, data, ranges } = setup(count * 64 * KiB);
+    const fd = fs.openSync(path, 'r');
+    try {
+      const target = new Uint8Array(count * 8 * KiB);
+      const plan = planBatch(columnsOf(ranges), { threads: 2, hostReadMax: 1 << 20, deviceReadMax: () => 1 << 20, hostTargets: 1 });
+      const spec = {
+        fds: Int32Array.of(fd), reads: plan.reads, pieces: plan.pieces, tasks: plan.tasks, hostTargets: [target.buffer],
+        deviceTargets: new BigUint64Array(0), deviceLengths: new Float64Array(0), deviceOrdinals: new Int32Array(0),
+        pieceBytes: new Float64Array(plan.pieceRange.length), ringScratch: BATCH_RING_SCRATCH,
+      };
+      // The last range is short at end of file: the rest of its target stays 0.
+      const expected = Buffer.alloc(target.length);
+      ranges.forEach((r, i) => data.copy(expected, i * 8 * KiB, r.fileOffset, Math.min(data.length, r.fileOffset + r.size)));
+      // More entries than io_uring_setup takes (32768): it refuses with EINVAL.
+      const refused = await native().submitBatch({ ...spec, ring: 65536 }).promise;
+      assert.equal(refused.ringReads, 0);
+      assert.equal(refused.ringError?.code, 'EINVAL');
+      assert.equal(refused.preads, count);
+      assert.ok(Buffer.from(target).equals(expected), 'by pread');
+      target.fill(0);
+      const ringed = await native().submitBatch({ ...spec, pieceBytes: new Float64Array(plan.pieceRange.length), ring: BATCH_RING_ENTRIES }).promise;
+      assert.equal(ringed.preads, count);
+      assert.ok(ringed.ringError === null || ringed.ringReads === 0, 'an error only where nothing went through a ring');
+      assert.ok(Buffer.from(target).equals(expected), 'through the ring');
+      assert.throws(() => native().submitBatch({ ...spec, ring: 8, ringScratch: 0 }), /ringScratch must be positive/);
+      assert.throws(() => native().submitBatch({ ...spec, ring: -1 }), /ring/);
+    } finally {
+      fs.closeSync(fd);
+    }
   });
 });
 

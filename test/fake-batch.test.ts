@@ -36,6 +36,9 @@ describe('readBatch into GPU memory', () => {
     assert.equal(route.bytes, n * 4096);
     // One pread per range, staged in target order: a copy per staging half (or task), not per range.
     assert.ok(route.copies! < n / 8, `${route.copies} copies`);
+    // Each half's preads went through the worker's ring together, where io_uring can be had.
+    if (res.record.ringFallback) assert.equal(res.record.ringFallback.code, 'IO_URING_UNAVAILABLE');
+    else assert.ok(res.record.ringReads > n / 2, `${res.record.ringReads} of ${route.ops} through io_uring`);
   });
 
   test('ranges longer than a staging half, into two GPUs and host memory at once, up to end of file', async () => {

@@ -76,6 +76,9 @@ Napi::Object BatchResultJs(Napi::Env env, const BatchOp& op) {
   result.Set("ioNs", static_cast<double>(op.IoNs()));
   result.Set("waitNs", static_cast<double>(op.WaitNs()));
   result.Set("timeline", TimelineJs(env, op.Timeline()));
+  result.Set("ringReads", static_cast<double>(op.RingReads()));
+  if (op.RingError()) result.Set("ringError", ToJs(env, ErrorRecord::Os(op.RingError(), "io_uring")));
+  else result.Set("ringError", env.Null());
   const auto& failed = op.ReadErrors();
   Napi::Array errors = Napi::Array::New(env, failed.size());
   for (size_t i = 0; i < failed.size(); ++i) {
@@ -245,6 +248,13 @@ Napi::Value SubmitBatch(const Napi::CallbackInfo& info) {
   Napi::Value progress = s.Get("progress");
   if (!progress.IsUndefined() && !progress.IsFunction()) ThrowBadArgument(env, "progress must be a function");
   op->wantProgress = progress.IsFunction();
+  // io_uring, where the plan asks for it: entries per worker's ring and scratch bytes per group.
+  Napi::Value ring = s.Get("ring");
+  if (!ring.IsUndefined()) {
+    op->ringEntries = static_cast<unsigned>(ArgInt(ring, "ring", 0, 65536));
+    op->ringScratch = ArgU64(s.Get("ringScratch"), "ringScratch");
+    if (op->ringEntries && !op->ringScratch) ThrowBadArgument(env, "ringScratch must be positive with a ring");
+  }
   // The spec stays referenced until the batch settles: its arrays and the target memory with it.
   auto batch = std::make_shared<BatchJs>(env, op, s, progress);
   op->listener = batch.get();

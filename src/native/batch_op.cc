@@ -12,6 +12,7 @@
 
 #include "device.h"
 #include "posix_io.h"
+#include "read_ring.h"
 #include "staging_pipe.h"
 #include "thread_pool.h"
 #include "work_counters.h"
@@ -132,35 +133,93 @@ int64_t BatchOp::ReadInto(uint32_t r, char* buf) {
   return got;
 }
 
+void BatchOp::ReadGroup(uint32_t first, uint32_t count, char* const* bufs, int64_t* got) {
+  for (uint32_t i = 0; i < count; ++i) got[i] = 0;
+  int err = 0;
+  ReadRing* ring = ringEntries && count > 1 ? ThreadRing(ringEntries, &err) : nullptr;
+  if (err) {
+    int none = 0;
+    ringError_.compare_exchange_strong(none, err);
+  }
+  if (!ring) {
+    for (uint32_t i = 0; i < count && !cancelled_ && !failed_; ++i) got[i] = ReadInto(first + i, bufs[i]);
+    return;
+  }
+  std::vector<RingRead> reqs(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    const Read& rd = reads[first + i];
+    reqs[i] = {rd.fd, bufs[i], rd.length, rd.fileOffset};
+  }
+  uint64_t t0 = NowNs();
+  if (int e = ring->ReadAll(reqs.data(), count, got)) {
+    int none = 0;
+    ringError_.compare_exchange_strong(none, e);
+  }
+  ioNs_ += NowNs() - t0;
+  preads_ += count;
+  ringReads_ += count;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (got[i] >= 0) continue;
+    ReadFailed(first + i, static_cast<int>(-got[i]));
+    got[i] = -1;
+  }
+}
+
 uint64_t BatchOp::Arrived(const Piece& p, int64_t got) const {
   if (got <= 0 || static_cast<uint64_t>(got) <= p.at) return 0;
   return std::min<uint64_t>(p.size, static_cast<uint64_t>(got) - p.at);
 }
 
 ErrorRecord BatchOp::HostTask(const Task& t) {
-  for (uint32_t r = t.firstRead; r < t.firstRead + t.reads; ++r) {
+  const uint32_t end = t.firstRead + t.reads;
+  std::vector<char*> bufs;
+  std::vector<int64_t> got;
+  for (uint32_t r = t.firstRead; r < end;) {
     if (cancelled_ || failed_) break;
-    const Read& rd = reads[r];
-    int64_t got;
-    if (rd.directTarget >= 0) {
-      got = ReadInto(r, hostBase[rd.directTarget] + rd.directOffset);
-    } else {
-      char* scratch = Scratch(rd.length);
+    // A group: reads straight into their targets, and through scratch as many as it holds (at
+    // least one); one read at a time without a ring.
+    uint32_t stop = r;
+    uint64_t scratchBytes = 0;
+    uint32_t most = ringEntries ? ringEntries : 1;
+    while (stop < end && stop - r < most) {
+      const Read& rd = reads[stop];
+      if (rd.directTarget < 0) {
+        if (stop > r && scratchBytes + rd.length > ringScratch) break;
+        scratchBytes += rd.length;
+      }
+      ++stop;
+    }
+    char* scratch = nullptr;
+    if (scratchBytes) {
+      scratch = Scratch(scratchBytes);
       if (!scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
-      got = ReadInto(r, scratch);
-      for (uint32_t k = rd.firstPiece; k < rd.firstPiece + rd.pieces; ++k) {
-        const Piece& p = pieces[k];
-        uint64_t n = Arrived(p, got);
-        if (n) memcpy(hostBase[p.target] + p.targetOffset, scratch + p.at, n);
+    }
+    bufs.resize(stop - r);
+    uint64_t at = 0;
+    for (uint32_t i = 0; i < bufs.size(); ++i) {
+      const Read& rd = reads[r + i];
+      if (rd.directTarget >= 0) {
+        bufs[i] = hostBase[rd.directTarget] + rd.directOffset;
+      } else {
+        bufs[i] = scratch + at;
+        at += rd.length;
       }
     }
+    got.resize(bufs.size());
+    ReadGroup(r, static_cast<uint32_t>(bufs.size()), bufs.data(), got.data());
     uint64_t moved = 0;
-    for (uint32_t k = rd.firstPiece; k < rd.firstPiece + rd.pieces; ++k) {
-      uint64_t n = Arrived(pieces[k], got);
-      pieceBytes[k] = static_cast<double>(n);
-      moved += n;
+    for (uint32_t i = 0; i < bufs.size(); ++i) {
+      const Read& rd = reads[r + i];
+      for (uint32_t k = rd.firstPiece; k < rd.firstPiece + rd.pieces; ++k) {
+        const Piece& p = pieces[k];
+        uint64_t n = Arrived(p, got[i]);
+        if (n && rd.directTarget < 0) memcpy(hostBase[p.target] + p.targetOffset, bufs[i] + p.at, n);
+        pieceBytes[k] = static_cast<double>(n);
+        moved += n;
+      }
     }
     if (moved) AddProgress(moved);
+    r = stop;
   }
   return {};
 }
@@ -178,8 +237,6 @@ ErrorRecord BatchOp::DeviceTask(const Task& t) {
   std::vector<Copy> copies;
   uint64_t halfBytes[2] = {0, 0};  // bytes landing on the GPU when each half's copies complete
   bool pending[2] = {false, false};
-  int h = 0;
-  uint64_t fill = 0;
   ErrorRecord err;
   auto wait = [&](int half) -> ErrorRecord {
     if (!pending[half]) return {};
@@ -192,46 +249,59 @@ ErrorRecord BatchOp::DeviceTask(const Task& t) {
     halfBytes[half] = 0;
     return {};
   };
-  auto flush = [&]() -> ErrorRecord {  // issues the current half's copies
+  auto flush = [&](int half) -> ErrorRecord {  // issues the half's copies
     for (const Copy& c : copies) {
       CUresult r = cu.MemcpyHtoDAsync(c.dst, c.src, c.n, slot->stream);
       if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuMemcpyHtoDAsync");
       ++copies_;
     }
     if (!copies.empty()) {
-      CUresult r = cu.EventRecord(slot->events[h], slot->stream);
+      CUresult r = cu.EventRecord(slot->events[half], slot->stream);
       if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuEventRecord");
-      pending[h] = true;
+      pending[half] = true;
     }
     copies.clear();
     return {};
   };
-  for (uint32_t r = t.firstRead; r < t.firstRead + t.reads && err.ok(); ++r) {
+  // The reads of one fill of a half, each at its place in it (plan order), read as one group.
+  std::vector<char*> bufs;
+  std::vector<int64_t> got;
+  const uint32_t end = t.firstRead + t.reads;
+  int h = 0;
+  for (uint32_t r = t.firstRead; r < end && err.ok();) {
     if (cancelled_ || failed_) break;
-    const Read& rd = reads[r];
-    if (fill + rd.length > slot->half) {
-      if (!(err = flush()).ok()) break;
-      h ^= 1;
-      fill = 0;
-      if (!(err = wait(h)).ok()) break;
+    if (!(err = wait(h)).ok()) break;  // this half's copies from two fills ago
+    char* base = slot->bounce + h * slot->stride;
+    // The plan checked that every read fits a half.
+    uint32_t stop = r;
+    uint64_t fill = 0;
+    bufs.clear();
+    while (stop < end && (stop == r || fill + reads[stop].length <= slot->half)) {
+      bufs.push_back(base + fill);
+      fill += reads[stop++].length;
     }
-    char* at = slot->bounce + h * slot->stride + fill;
-    int64_t got = ReadInto(r, at);
-    for (uint32_t k = rd.firstPiece; k < rd.firstPiece + rd.pieces; ++k) {
-      const Piece& p = pieces[k];
-      uint64_t n = Arrived(p, got);
-      pieceBytes[k] = static_cast<double>(n);
-      if (!n) continue;
-      const char* src = at + p.at;
-      CUdeviceptr dst = deviceBase[p.target - hostBase.size()] + p.targetOffset;
-      Copy* last = copies.empty() ? nullptr : &copies.back();
-      if (last && last->src + last->n == src && last->dst + last->n == dst) last->n += n;
-      else copies.push_back({src, dst, n});
-      halfBytes[h] += n;
+    got.resize(bufs.size());
+    ReadGroup(r, static_cast<uint32_t>(bufs.size()), bufs.data(), got.data());
+    // Pieces next to each other both in the half and on the GPU go in one copy.
+    for (uint32_t i = 0; i < bufs.size(); ++i) {
+      const Read& rd = reads[r + i];
+      for (uint32_t k = rd.firstPiece; k < rd.firstPiece + rd.pieces; ++k) {
+        const Piece& p = pieces[k];
+        uint64_t n = Arrived(p, got[i]);
+        pieceBytes[k] = static_cast<double>(n);
+        if (!n) continue;
+        const char* src = bufs[i] + p.at;
+        CUdeviceptr dst = deviceBase[p.target - hostBase.size()] + p.targetOffset;
+        Copy* last = copies.empty() ? nullptr : &copies.back();
+        if (last && last->src + last->n == src && last->dst + last->n == dst) last->n += n;
+        else copies.push_back({src, dst, n});
+        halfBytes[h] += n;
+      }
     }
-    fill += rd.length;
+    err = flush(h);
+    h ^= 1;
+    r = stop;
   }
-  if (err.ok()) err = flush();
   // Nothing of this task may stay in flight: the halves go back to the worker's staged reads.
   ErrorRecord e0 = wait(0), e1 = wait(1);
   if (err.ok()) err = !e0.ok() ? e0 : e1;

@@ -59,6 +59,12 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   std::vector<int> deviceOrdinal;
   double* pieceBytes = nullptr;  // per piece: bytes that arrived (written by tasks, read after they end)
   bool wantProgress = false;
+  // Entries of each worker's io_uring ring, through which a task issues its reads many to one
+  // system call; 0: a pread each.
+  unsigned ringEntries = 0;
+  // Host reads a ring group may hold through scratch, in bytes (reads straight into their
+  // target need none).
+  uint64_t ringScratch = 0;
 
   // Set before Start(); it outlives the batch's last post.
   BatchListener* listener = nullptr;
@@ -79,6 +85,9 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   uint64_t BusyNs() const { return busyNs_; }
   uint64_t IoNs() const { return ioNs_; }
   uint64_t WaitNs() const { return waitNs_; }
+  // Reads issued through io_uring, and the first errno that sent reads to pread instead (0: none).
+  uint64_t RingReads() const { return ringReads_; }
+  int RingError() const { return ringError_; }
   const OpTimeline& Timeline() const { return timeline_; }
   // Reads that failed, by index, each with its error.
   const std::vector<std::pair<uint32_t, ErrorRecord>>& ReadErrors() const { return readErrors_; }
@@ -96,6 +105,10 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   // One pread of read `r` into `buf`: the bytes that arrived (short only at end of file), or
   // -1 with the error noted against the read.
   int64_t ReadInto(uint32_t r, char* buf);
+  // Reads `count` reads from `first` into bufs[i], through the worker's ring where the plan asks
+  // for one and it can be had, else a pread each: got[i] as ReadInto returns it. Stops early on
+  // cancel (the reads left get 0).
+  void ReadGroup(uint32_t first, uint32_t count, char* const* bufs, int64_t* got);
   // The bytes of piece `p` among `got` bytes of its read.
   uint64_t Arrived(const Piece& p, int64_t got) const;
   ErrorRecord HostTask(const Task& t);
@@ -106,7 +119,8 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   size_t runners_ = 0;  // runners Start queued
   std::atomic<size_t> remaining_{0};
   std::atomic<bool> cancelled_{false}, failed_{false}, progressPending_{false};
-  std::atomic<uint64_t> bytesDone_{0}, busyNs_{0}, ioNs_{0}, waitNs_{0}, preads_{0}, copies_{0};
+  std::atomic<uint64_t> bytesDone_{0}, busyNs_{0}, ioNs_{0}, waitNs_{0}, preads_{0}, copies_{0}, ringReads_{0};
+  std::atomic<int> ringError_{0};
   mutable std::mutex errorMutex_;
   ErrorRecord error_;
   std::vector<std::pair<uint32_t, ErrorRecord>> readErrors_;
