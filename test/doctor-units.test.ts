@@ -13,6 +13,8 @@ import { stripJsonComments } from '../src/doctor/cufile-json.js';
 import { findMount, parseMounts } from '../src/doctor/paths.js';
 import { normalizeBdf, relation, type PciLocation } from '../src/doctor/pci.js';
 import { decodeBackends, formatVersion } from '../src/doctor/platform.js';
+import { ioUringCheck } from '../src/doctor/io-uring.js';
+import { SysRoot } from '../src/doctor/sysfs.js';
 
 describe('cufile.json comments', () => {
   test('comments go; slashes and quotes inside strings stay', () => {
@@ -196,5 +198,36 @@ describe('block layouts', () => {
     const noOf = { ...FACTS, cufile: { ...FACTS.cufile, props: { ...FACTS.cufile.props!, dstatusflags: 1 << 4 } } };
     const r2 = await diagnose(['/remote/f'], { root: tree('nvmeof2', files), facts: noOf, env: {} });
     assert.deepEqual(r2.paths[0]!.prediction.blockers.map((b) => b.code), ['NVMEOF_NOT_SUPPORTED']);
+  });
+});
+
+describe('io_uring for batched reads', () => {
+  const root = (name: string, files: Record<string, string>) => new SysRoot(tree(name, files));
+  const status = 'Name:\tnode\nSeccomp:\t0\nSeccomp_filters:\t0\n';
+
+  test('allowed: a recent kernel, the sysctl at 0 (or absent), no seccomp filter', () => {
+    const c = ioUringCheck(root('uring-ok', { 'proc/sys/kernel/io_uring_disabled': '0\n', 'proc/self/status': status }), '6.8.0-45-generic');
+    assert.equal(c.status, 'pass');
+    assert.deepEqual(c.data, { kernel: '6.8.0-45-generic', disabled: 0, seccomp: 0 });
+    assert.equal(ioUringCheck(root('uring-no-sysctl', { 'proc/self/status': status }), '5.15.0').status, 'pass');
+  });
+
+  test('refused: a kernel before 5.6, or the sysctl at 1 or 2, warns with the fix', () => {
+    const old = ioUringCheck(root('uring-old', { 'proc/self/status': status }), '5.4.0-150-generic');
+    assert.equal(old.status, 'warn');
+    assert.match(old.summary, /older than 5\.6/);
+    const off = ioUringCheck(root('uring-off', { 'proc/sys/kernel/io_uring_disabled': '2\n', 'proc/self/status': status }), '6.8.0');
+    assert.equal(off.status, 'warn');
+    assert.match(off.fix ?? '', /io_uring_disabled=0/);
+    const group = ioUringCheck(root('uring-group', { 'proc/sys/kernel/io_uring_disabled': '1\n', 'proc/self/status': status }), '6.8.0');
+    assert.equal(group.status, 'warn');
+    assert.match(group.summary, /io_uring_group/);
+  });
+
+  test('a seccomp filter may refuse it: said, not failed', () => {
+    const c = ioUringCheck(root('uring-seccomp', { 'proc/sys/kernel/io_uring_disabled': '0\n', 'proc/self/status': 'Seccomp:\t2\n' }), '6.8.0');
+    assert.equal(c.status, 'info');
+    assert.equal(c.data?.seccomp, 2);
+    assert.match(c.fix ?? '', /ringFallback/);
   });
 });

@@ -7,6 +7,7 @@ import { defaults, formatSize, fromEnvironment, type CompatMode } from '../confi
 import { cudaProblem as describeCudaProblem, cufileUnavailableReason, compatModeOn } from '../reasons.js';
 import { cufileSettingsCheck, driverStackChecks, nvidiaKernelModule, p2pdmaReadiness } from './driver-stack.js';
 import { envFlag, readCuFileConfig, type CuFileConfig } from './cufile-json.js';
+import { ioUringCheck } from './io-uring.js';
 import { bar1Bytes, locate, normalizeBdf, pciDevicePath } from './pci.js';
 import type { SysRoot } from './sysfs.js';
 import type { Check, GpuState, PlatformFacts, PlatformState } from './types.js';
@@ -212,6 +213,7 @@ export function inspectPlatform(root: SysRoot, facts: PlatformFacts, env: NodeJS
     data: { hints: container, udev: udevDatabase },
   });
   add({ id: 'platform.vm', status: 'info', title: 'Virtual machine', summary: vm.length ? vm.join('; ') : 'no VM hints', data: { hints: vm } });
+  add(ioUringCheck(root, release));
 
   const state: PlatformState = {
     cudaUsable: !cudaProblem,
