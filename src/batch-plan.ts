@@ -132,14 +132,11 @@ interface Pieces {
  */
 function cut(c: PlanColumns, l: PlanLimits): Pieces {
   const limits = new Map<number, number>();
-  const limit = new Float64Array(c.count);
   const { count, size, device } = c;
-  let total = 0;
-  let hostCount = 0;
   let lastDevice = -1;
   let lastMax = l.hostReadMax;
-  for (let i = 0; i < count; i++) {
-    const d = device[i]!;
+  // Ranges mostly share the device of the one before: the map is asked only on a change.
+  const maxFor = (d: number) => {
     if (d !== lastDevice) {
       lastDevice = d;
       if (d < 0) lastMax = l.hostReadMax;
@@ -149,8 +146,13 @@ function cut(c: PlanColumns, l: PlanLimits): Pieces {
         lastMax = m;
       }
     }
-    limit[i] = lastMax;
-    const n = Math.ceil(size[i]! / lastMax);
+    return lastMax;
+  };
+  let total = 0;
+  let hostCount = 0;
+  for (let i = 0; i < count; i++) {
+    const d = device[i]!;
+    const n = Math.ceil(size[i]! / maxFor(d));
     total += n;
     if (d < 0) hostCount += n;
   }
@@ -177,7 +179,7 @@ function cut(c: PlanColumns, l: PlanLimits): Pieces {
   let g = 0;
   for (let i = 0; i < count; i++) {
     const d = device[i]!;
-    const max = limit[i]!;
+    const max = maxFor(d);
     const n = size[i]!;
     for (let at = 0; at < n; at += max) {
       p.range[k] = i;

@@ -145,7 +145,9 @@ void BatchOp::ReadGroup(uint32_t first, uint32_t count, char* const* bufs, int64
     for (uint32_t i = 0; i < count && !cancelled_ && !failed_; ++i) got[i] = ReadInto(first + i, bufs[i]);
     return;
   }
-  std::vector<RingRead> reqs(count);
+  // Kept by the worker across groups: a task reads group after group.
+  thread_local std::vector<RingRead> reqs;
+  reqs.resize(count);
   for (uint32_t i = 0; i < count; ++i) {
     const Read& rd = reads[first + i];
     reqs[i] = {rd.fd, bufs[i], rd.length, rd.fileOffset};
