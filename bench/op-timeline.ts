@@ -23,10 +23,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { native, type NativeBatchResult, type NativeOpResult, type NativeOpSpec } from '../src/binding.js';
-import { BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, columnsOf, planBatch, type PlanRange } from '../src/batch-plan.js';
+import { BATCH_PART_PIECES, BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, columnsOf, planBatch, type PlanRange } from '../src/batch-plan.js';
+import { readBatchInParts } from '../src/batch-read.js';
 import { createTestFile } from '../src/bench/testfile.js';
 import { median } from '../src/bench/stats.js';
-import { configure, DeviceBuffer, getConfig, hasGpu, open, readBatch, runtimeInfo, type Settings } from '../src/index.js';
+import { configure, DeviceBuffer, getConfig, hasGpu, open, runtimeInfo, type Settings } from '../src/index.js';
 import { bounceBytes, ensurePool } from '../src/runtime.js';
 import { DIRECT_PIECE, POOL_SPIN_NS, poolSpinners, stagePiece } from '../src/transfer-plan.js';
 
@@ -159,39 +160,49 @@ for (const size of [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB])
     console.log(`${kind.padEnd(12)} ${cols}   ${(m.busy! * 100).toFixed(0).padStart(3)}%   ${(RANGES / (m.total! / 1e3)).toFixed(2)}`);
   }
   // The same batches through the public call, with the range objects a caller builds: what
-  // validation, planning and the per-range result add to the addon's part above.
-  // The addon's submitBatch, watched: *before* is the JS side up to it (validation, planning),
-  // *native* from it to its settlement, *after* the per-range result and the promise.
+  // validation, planning and the per-range result add to the addon's part above; as planned (in
+  // parts, each planned while the pool reads the one before) and as one part.
+  // The addon's submitBatch, watched: *first* is the JS side up to the first part's submission
+  // (validation, sorting, the first part's plan), *last* up to the last part's, *settled* until
+  // the last part settled, *after* the per-range result and the promise.
   await using f = await open(file);
   const addon = native();
   const submitBatch = addon.submitBatch;
-  let tIn = 0;
+  let tFirst = 0;
+  let tLast = 0;
   let tSettled = 0;
   addon.submitBatch = (spec) => {
-    tIn = Number(process.hrtime.bigint());
+    tLast = Number(process.hrtime.bigint());
+    if (!tFirst) tFirst = tLast;
     const h = submitBatch.call(addon, spec);
-    return { ...h, promise: h.promise.then((r) => ((tSettled = Number(process.hrtime.bigint())), r)) };
+    return { ...h, promise: h.promise.then((r) => ((tSettled = Math.max(tSettled, Number(process.hrtime.bigint()))), r)) };
   };
   try {
-    console.log(`${'readBatch'.padEnd(16)} ${['before', 'native', 'after', 'total'].map((k) => k.padStart(8)).join(' ')}   M ranges/s`);
+    const cols = ['first', 'last', 'settled', 'after', 'total'];
+    console.log(`${'readBatch'.padEnd(22)} ${cols.map((k) => k.padStart(8)).join(' ')}   M ranges/s`);
     for (const target of gpu ? (['device', 'host'] as const) : (['host'] as const)) {
-      const mem = target === 'device' ? dev! : host;
-      const rows: Record<string, number[]> = { before: [], native: [], after: [], total: [] };
-      for (let round = 0; round < 25; round++) {
-        const offsets = Array.from({ length: RANGES }, () => Math.floor(Math.random() * pages) * 4096);
-        const t0 = Number(process.hrtime.bigint());
-        const r = await readBatch(offsets.map((o, i) => ({ fileOffset: o, size: 4096, target: mem, targetOffset: i * 4096 })), { file: f });
-        const t1 = Number(process.hrtime.bigint());
-        if (r.totalBytes !== RANGES * 4096) throw new Error(`readBatch read ${r.totalBytes} bytes`);
-        if (round < 5) continue;
-        rows.before!.push(tIn - t0);
-        rows.native!.push(tSettled - tIn);
-        rows.after!.push(t1 - tSettled);
-        rows.total!.push(t1 - t0);
+      for (const partPieces of [BATCH_PART_PIECES, Infinity]) {
+        const mem = target === 'device' ? dev! : host;
+        const rows: Record<string, number[]> = Object.fromEntries(cols.map((k) => [k, []]));
+        for (let round = 0; round < 25; round++) {
+          const offsets = Array.from({ length: RANGES }, () => Math.floor(Math.random() * pages) * 4096);
+          tFirst = tSettled = 0;
+          const t0 = Number(process.hrtime.bigint());
+          const r = await readBatchInParts(offsets.map((o, i) => ({ fileOffset: o, size: 4096, target: mem, targetOffset: i * 4096 })), { file: f }, partPieces);
+          const t1 = Number(process.hrtime.bigint());
+          if (r.totalBytes !== RANGES * 4096) throw new Error(`readBatch read ${r.totalBytes} bytes`);
+          if (round < 5) continue;
+          rows.first!.push(tFirst - t0);
+          rows.last!.push(tLast - t0);
+          rows.settled!.push(tSettled - t0);
+          rows.after!.push(t1 - tSettled);
+          rows.total!.push(t1 - t0);
+        }
+        const m = Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, median(v) / 1000]));
+        const label = `${target} ${partPieces === Infinity ? 'one part' : `parts ${partPieces}`}`;
+        out.push({ api: 'readBatch', target, partPieces: String(partPieces), ranges: RANGES, ...m });
+        console.log(`readBatch ${label.padEnd(12)} ${cols.map((k) => m[k]!.toFixed(1).padStart(8)).join(' ')}   ${(RANGES / m.total!).toFixed(2)}`);
       }
-      const m = Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, median(v) / 1000]));
-      out.push({ api: 'readBatch', target, ranges: RANGES, ...m });
-      console.log(`readBatch ${target.padEnd(6)} ${['before', 'native', 'after', 'total'].map((k) => m[k]!.toFixed(1).padStart(8)).join(' ')}   ${(RANGES / m.total!).toFixed(2)}`);
     }
   } finally {
     addon.submitBatch = submitBatch;

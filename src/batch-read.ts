@@ -6,7 +6,7 @@
  * fetch thousands of samples at once: per range it costs a pread, not an operation.
  */
 import { native, type NativeAddon, type NativeBatchResult } from './binding.js';
-import { BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, planBatch, planColumns, type PlanColumns } from './batch-plan.js';
+import { BATCH_PART_PIECES, BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, planColumns, planParts, type BatchPlan, type PlanColumns } from './batch-plan.js';
 import { DeviceBuffer } from './device-buffer.js';
 import { AbortError, fromNative, usage } from './errors.js';
 import { PenstockFile, type Memory } from './file.js';
@@ -62,7 +62,12 @@ export interface BatchRouteCounts {
 export interface BatchRecord {
   /** Ranges in the batch. */
   ranges: number;
-  /** Tasks the batch was split into on the pool. */
+  /**
+   * Parts the batch went to the pool in, each planned while the pool read the one before: the
+   * first of up to `BATCH_PART_PIECES` pieces, each later one up to twice the one before.
+   */
+  parts: number;
+  /** Tasks the batch was split into on the pool, over all its parts. */
   tasks: number;
   /** What each route carried, keyed by route; a route no range took is absent. */
   routes: Partial<Record<Route, BatchRouteCounts>>;
@@ -107,17 +112,48 @@ const READABLE = new Set(['r', 'r+', 'w+', 'wx+']);
  * rejects the whole call.
  */
 export async function readBatch(ranges: readonly BatchRange[], options: BatchReadOptions = {}): Promise<BatchReadResult> {
-  return await start(ranges, options);
+  return await start(ranges, options, BATCH_PART_PIECES);
 }
 
-function start(ranges: readonly BatchRange[], options: BatchReadOptions): Promise<BatchReadResult> {
+/**
+ * @internal {@link readBatch} with a first part of `partPieces` pieces (Infinity: the whole batch
+ * as one part), for benchmarks and tests that weigh the part size.
+ */
+export async function readBatchInParts(ranges: readonly BatchRange[], options: BatchReadOptions, partPieces: number): Promise<BatchReadResult> {
+  return await start(ranges, options, partPieces);
+}
+
+function start(ranges: readonly BatchRange[], options: BatchReadOptions, partPieces: number): Promise<BatchReadResult> {
   if (!Array.isArray(ranges)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `ranges must be an array, got ${describe(ranges)}`);
   const { signal, onProgress } = options;
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'signal must be an AbortSignal');
   if (onProgress !== undefined && typeof onProgress !== 'function') throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'onProgress must be a function');
   if (options.file !== undefined && !(options.file instanceof PenstockFile)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'file must be a PenstockFile');
   if (signal?.aborted) throw new AbortError(undefined, { cause: signal.reason });
+  // What follows holds the columns, not the ranges: the caller's range objects (thousands) can
+  // be collected while the reads run, instead of being copied by every young-generation GC.
+  return submit(collect(ranges, options.file), signal, onProgress, partPieces);
+}
 
+/** A batch's ranges, checked and resolved to columns, with the files and memory they name. */
+interface Collected {
+  planned: PlanColumns;
+  /** Files by index (the columns' `file`). */
+  files: PenstockFile[];
+  /** Host targets by index: the buffers under the ranges' targets. */
+  hostViews: (ArrayBuffer | Uint8Array)[];
+  pinned: PinnedBuffer[];
+  /** GPU targets by index (after the host ones). */
+  devices: DeviceBuffer[];
+  hostRangeCount: number;
+}
+
+/**
+ * Checks every range and resolves it into the columns. Kept apart from the submission so that
+ * the optimizing compiler takes this loop on its own: one function per concern compiles sooner
+ * and is thrown back to the interpreter less often in a process that mixes host and GPU batches.
+ */
+function collect(ranges: readonly BatchRange[], defaultFile: PenstockFile | undefined): Collected {
   const files = new Map<PenstockFile, number>();
   const hostIndex = new Map<ArrayBuffer | SharedArrayBuffer, number>();
   const hostTargets = new Map<object, { index: number; length: number; byteOffset: number }>();
@@ -125,7 +161,8 @@ function start(ranges: readonly BatchRange[], options: BatchReadOptions): Promis
   const pinned = new Set<PinnedBuffer>();
   const devices: DeviceBuffer[] = [];
   const deviceTargets = new Map<DeviceBuffer, { index: number; length: number; device: number }>();
-  const planned = planColumns(ranges.length);
+  const count = ranges.length;
+  const planned = planColumns(count);
   let hostRangeCount = 0;
   // Ranges mostly repeat the file and target of the one before: those skip the lookups.
   let lastFile: PenstockFile | undefined;
@@ -134,20 +171,23 @@ function start(ranges: readonly BatchRange[], options: BatchReadOptions): Promis
   let lastD: { index: number; length: number; device: number } | undefined;
   let lastHost: unknown;
   let lastH: { index: number; length: number; byteOffset: number } | undefined;
-  for (let i = 0; i < ranges.length; i++) {
+  for (let i = 0; i < count; i++) {
     const r = ranges[i];
     if (!r || typeof r !== 'object') throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `ranges[${i}] must be an object, got ${describe(r)}`);
-    const file = r.file ?? options.file;
-    if (file === undefined) throw usage('ERR_PENSTOCK_NO_FILE', `ranges[${i}] names no file and the batch has no default file`);
-    if (!(file instanceof PenstockFile)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `ranges[${i}].file must be a PenstockFile`);
-    let fi = file === lastFile ? lastFi : files.get(file);
-    if (fi === undefined) {
-      if (file.closed) throw usage('ERR_PENSTOCK_FILE_CLOSED', `The file ${file.path} is closed`);
-      if (!READABLE.has(file.flags)) throw usage('ERR_PENSTOCK_NOT_READABLE', `The file ${file.path} was opened '${file.flags}' (write-only)`);
-      files.set(file, (fi = files.size));
+    const file = r.file ?? defaultFile;
+    let fi = lastFi;
+    if (file !== lastFile || fi < 0) {
+      if (file === undefined) throw usage('ERR_PENSTOCK_NO_FILE', `ranges[${i}] names no file and the batch has no default file`);
+      if (!(file instanceof PenstockFile)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `ranges[${i}].file must be a PenstockFile`);
+      let known = files.get(file);
+      if (known === undefined) {
+        if (file.closed) throw usage('ERR_PENSTOCK_FILE_CLOSED', `The file ${file.path} is closed`);
+        if (!READABLE.has(file.flags)) throw usage('ERR_PENSTOCK_NOT_READABLE', `The file ${file.path} was opened '${file.flags}' (write-only)`);
+        files.set(file, (known = files.size));
+      }
+      lastFile = file;
+      lastFi = fi = known;
     }
-    lastFile = file;
-    lastFi = fi;
     const { fileOffset, size } = r;
     const targetOffset = r.targetOffset ?? 0;
     // Names for the messages are built only on failure: a batch may hold 10 000 ranges.
@@ -199,53 +239,110 @@ function start(ranges: readonly BatchRange[], options: BatchReadOptions): Promis
   }
   // Device targets are numbered after the host ones.
   const nHost = hostViews.length;
-  if (hostRangeCount < ranges.length) for (let i = 0; i < planned.count; i++) if (planned.device[i]! >= 0) planned.target[i]! += nHost;
+  if (hostRangeCount < count) for (let i = 0; i < count; i++) if (planned.device[i]! >= 0) planned.target[i]! += nHost;
+  return { planned, files: [...files.keys()], hostViews, pinned: [...pinned], devices, hostRangeCount };
+}
 
+/** The largest read into a GPU's staging: a bounce half. One function for every batch, so the planner's call site stays monomorphic. */
+function deviceReadMax(): number {
+  return bounceBytes() / 2;
+}
+
+/** Plans the batch in parts, submitting each as soon as it is planned, and settles it once every part has. */
+function submit(c: Collected, signal: AbortSignal | undefined, onProgress: ((n: number) => void) | undefined, partPieces: number): Promise<BatchReadResult> {
+  const { planned, files, hostViews, devices, hostRangeCount } = c;
   const s = currentSettings();
   ensurePool();
-  for (const ordinal of new Set(devices.map((d) => d.device))) prepareDevice(ordinal);
-  const half = bounceBytes() / 2;
-  const plan = planBatch(planned, { threads: s.threads, hostReadMax: s.taskSize, deviceReadMax: () => half, hostTargets: nHost });
-  const pieceBytes = new Float64Array(plan.pieceRange.length);
-  const fileList = [...files.keys()];
-  const spec = {
-    fds: Int32Array.from(fileList, (f) => f.fd),
-    reads: plan.reads, pieces: plan.pieces, tasks: plan.tasks,
+  const ordinals = new Set<number>();
+  for (const d of devices) ordinals.add(d.device);
+  for (const ordinal of ordinals) prepareDevice(ordinal);
+  const limits = { threads: s.threads, hostReadMax: s.taskSize, deviceReadMax, hostTargets: hostViews.length };
+  const common = {
+    fds: Int32Array.from(files, (f) => f.fd),
     hostTargets: hostViews,
     deviceTargets: BigUint64Array.from(devices, (d) => d.ptr),
     deviceLengths: Float64Array.from(devices, (d) => d.byteLength),
     deviceOrdinals: Int32Array.from(devices, (d) => d.device),
-    pieceBytes,
     ring: BATCH_RING_ENTRIES,
     ringScratch: BATCH_RING_SCRATCH,
-    ...(onProgress ? { progress: guarded(onProgress) } : {}),
   };
+  const progress = onProgress ? guarded(onProgress) : undefined;
 
-  const releases = [...devices.map((d) => d.retain()), ...[...pinned].map((p) => p.retain())];
-  let op: ReturnType<NativeAddon['submitBatch']>;
-  try {
-    op = native().submitBatch(spec);
-  } catch (err) {
+  const releases: (() => void)[] = [];
+  for (const d of devices) releases.push(d.retain());
+  for (const p of c.pinned) releases.push(p.retain());
+  const release = () => {
     for (const r of releases) r();
-    throw fromNative(err);
+  };
+  // Each part is submitted as soon as it is planned, and the next planned while the pool reads it.
+  const parts: Part[] = [];
+  let refused: unknown;
+  for (const plan of planParts(planned, limits, partPieces)) {
+    const part: Part = { plan, pieceBytes: new Float64Array(plan.pieceRange.length), op: undefined, done: 0 };
+    const report = progress && ((n: number) => {
+      part.done = n;
+      let sum = 0;
+      for (const q of parts) sum += q.done;
+      progress(sum);
+    });
+    const spec = {
+      fds: common.fds, hostTargets: common.hostTargets, deviceTargets: common.deviceTargets, deviceLengths: common.deviceLengths,
+      deviceOrdinals: common.deviceOrdinals, ring: common.ring, ringScratch: common.ringScratch,
+      reads: plan.reads, pieces: plan.pieces, tasks: plan.tasks, pieceBytes: part.pieceBytes, progress: report,
+    };
+    try {
+      part.op = native().submitBatch(spec);
+    } catch (err) {
+      refused = err;
+      break;
+    }
+    parts.push(part);
   }
-  const onAbort = () => op.cancel();
-  signal?.addEventListener('abort', onAbort, { once: true });
-  const done = op.promise.then(
-    (r) => settle(r, ranges.length, plan, pieceBytes, planned, fileList, hostRangeCount),
-    (err) => {
+  if (parts.length === 0) {
+    release();
+    throw fromNative(refused);
+  }
+  const cancelAll = () => {
+    for (const q of parts) q.op!.cancel();
+  };
+  // The first failure is the batch's: the parts still queued are cancelled, and every part is
+  // waited for, so nothing of the batch writes into its targets once the Promise has settled.
+  let firstError: unknown = refused;
+  if (refused !== undefined) cancelAll();
+  const promises: Promise<NativeBatchResult>[] = [];
+  for (const q of parts) {
+    const promise = q.op!.promise;
+    promise.catch((err: unknown) => {
+      if (firstError === undefined) firstError = err;
+      cancelAll();
+    });
+    promises.push(promise);
+  }
+  signal?.addEventListener('abort', cancelAll, { once: true });
+  const done = Promise.allSettled(promises).then((results) => {
+    if (firstError !== undefined) {
       recordFailure(devices.length > 0, hostRangeCount > 0);
-      const e = fromNative(err);
+      const e = fromNative(firstError);
       if (e instanceof AbortError && signal?.reason !== undefined) throw new AbortError(undefined, { cause: signal.reason });
       throw e;
-    },
-  );
-  const finished = done.finally(() => {
-    signal?.removeEventListener('abort', onAbort);
-    for (const r of releases) r();
+    }
+    return settle(results.map((x) => (x as PromiseFulfilledResult<NativeBatchResult>).value), parts, planned, files, hostRangeCount);
   });
-  for (const f of fileList) f.trackOperation(finished);
+  const finished = done.finally(() => {
+    signal?.removeEventListener('abort', cancelAll);
+    release();
+  });
+  for (const f of files) f.trackOperation(finished);
   return finished;
+}
+
+/** One part of a batch: its plan, the bytes its pieces got, its native operation and its progress. */
+interface Part {
+  plan: BatchPlan;
+  pieceBytes: Float64Array;
+  /** Set once submitted. */
+  op: ReturnType<NativeAddon['submitBatch']> | undefined;
+  done: number;
 }
 
 /** A callback whose throw surfaces as an uncaught error instead of breaking the batch. */
@@ -261,53 +358,65 @@ function guarded(fn: (n: number) => void): (n: number) => void {
   };
 }
 
-function settle(
-  r: NativeBatchResult, count: number, plan: ReturnType<typeof planBatch>, pieceBytes: Float64Array,
-  planned: PlanColumns, files: PenstockFile[], hostRangeCount: number,
-): BatchReadResult {
+function settle(results: NativeBatchResult[], parts: Part[], planned: PlanColumns, files: PenstockFile[], hostRangeCount: number): BatchReadResult {
+  const count = planned.count;
   const bytes = new Float64Array(count);
-  const { pieceRange, readPieces } = plan;
+  const errors = new Map<number, Error>();
   let hostBytes = 0;
   let deviceBytes = 0;
-  for (let k = 0; k < pieceRange.length; k++) {
-    const i = pieceRange[k]!;
-    bytes[i] = bytes[i]! + pieceBytes[k]!;
-    if (planned.device[i]! < 0) hostBytes += pieceBytes[k]!;
-    else deviceBytes += pieceBytes[k]!;
-  }
-  const errors = new Map<number, Error>();
-  for (const { read, error } of r.readErrors) {
-    const file = files[plan.reads[read * 7]!];
-    for (let k = readPieces[read]!; k < readPieces[read + 1]!; k++) {
+  const sum = { hostReads: 0, deviceReads: 0, tasks: 0, copies: 0, busyNs: 0, ioNs: 0, waitNs: 0, ringReads: 0 };
+  let ringError: NativeBatchResult['ringError'] = null;
+  parts.forEach(({ plan, pieceBytes }, j) => {
+    const r = results[j]!;
+    const { pieceRange, readPieces } = plan;
+    for (let k = 0; k < pieceRange.length; k++) {
       const i = pieceRange[k]!;
-      if (!errors.has(i)) errors.set(i, fromNative(error, file?.path));
+      bytes[i] = bytes[i]! + pieceBytes[k]!;
+      if (planned.device[i]! < 0) hostBytes += pieceBytes[k]!;
+      else deviceBytes += pieceBytes[k]!;
     }
-  }
+    for (const { read, error } of r.readErrors) {
+      const file = files[plan.reads[read * 7]!];
+      for (let k = readPieces[read]!; k < readPieces[read + 1]!; k++) {
+        const i = pieceRange[k]!;
+        if (!errors.has(i)) errors.set(i, fromNative(error, file?.path));
+      }
+    }
+    sum.hostReads += plan.counts.hostReads;
+    sum.deviceReads += plan.counts.deviceReads;
+    sum.tasks += plan.counts.tasks;
+    sum.copies += r.copies;
+    sum.busyNs += r.busyNs;
+    sum.ioNs += r.ioNs;
+    sum.waitNs += r.waitNs;
+    sum.ringReads += r.ringReads;
+    ringError ??= r.ringError;
+  });
   const routes: BatchRecord['routes'] = {};
-  const { hostReads, deviceReads } = plan.counts;
+  const { hostReads, deviceReads } = sum;
   const reads = hostReads + deviceReads;
   const share = (n: number) => (reads ? n / reads : 0);
   if (hostRangeCount > 0) {
     routes['posix-host'] = { ranges: hostRangeCount, ops: hostReads, bytes: hostBytes };
-    record('posix-host', hostReads, hostBytes, r, share(hostReads));
+    record('posix-host', hostReads, hostBytes, sum, share(hostReads));
   }
   if (hostRangeCount < count) {
-    routes['posix-device'] = { ranges: count - hostRangeCount, ops: deviceReads, bytes: deviceBytes, copies: r.copies };
-    record('posix-device', deviceReads, deviceBytes, r, share(deviceReads));
+    routes['posix-device'] = { ranges: count - hostRangeCount, ops: deviceReads, bytes: deviceBytes, copies: sum.copies };
+    record('posix-device', deviceReads, deviceBytes, sum, share(deviceReads));
   }
   let totalBytes = 0;
   for (let i = 0; i < count; i++) totalBytes += bytes[i]!;
   return {
     bytes, errors, totalBytes,
     record: {
-      ranges: count, tasks: plan.counts.tasks, routes, busyNs: r.busyNs, ioNs: r.ioNs, waitNs: r.waitNs, ringReads: r.ringReads,
-      ...(r.ringError ? { ringFallback: ringFallbackReason(r.ringError) } : {}),
+      ranges: count, parts: parts.length, tasks: sum.tasks, routes, busyNs: sum.busyNs, ioNs: sum.ioNs, waitNs: sum.waitNs, ringReads: sum.ringReads,
+      ...(ringError ? { ringFallback: ringFallbackReason(ringError) } : {}),
     },
   };
 }
 
 /** Process-wide counters: a batch counts as one operation per route, its preads as that route's ops. */
-function record(route: Route, ops: number, bytes: number, r: NativeBatchResult, share: number): void {
+function record(route: Route, ops: number, bytes: number, r: { busyNs: number; ioNs: number; waitNs: number }, share: number): void {
   globalStats.record({ route, tasks: ops, bytes, busyNs: r.busyNs * share, ioNs: r.ioNs * share, waitNs: r.waitNs * share });
 }
 

@@ -4,7 +4,8 @@ import { after, describe, test } from 'node:test';
 import { configure, getConfig, open, readBatch, stats, type BatchRange } from '../src/index.js';
 import fs from 'node:fs';
 import { native } from '../src/binding.js';
-import { BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, columnsOf, planBatch } from '../src/batch-plan.js';
+import { BATCH_PART_PIECES, BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, columnsOf, planBatch, planParts } from '../src/batch-plan.js';
+import { readBatchInParts } from '../src/batch-read.js';
 import { makeFile } from './helpers.js';
 
 const initial = getConfig();
@@ -171,6 +172,63 @@ describe('readBatch into host memory', () => {
   });
 });
 
+describe('readBatch in parts', () => {
+  test('a batch in many parts: byte-exact, errors per range in every part, one progress stream', async () => {
+    configure({ threads: 4, taskSize: 64 * KiB });
+    const { file, data } = makeFile(1 << 20);
+    await using good = await open(file);
+    await using bad = await open('/proc/self/mem');
+    const next = rng(5);
+    const t = Buffer.alloc(300 * 4096, 0xee);
+    const ranges: BatchRange[] = Array.from({ length: 300 }, (_, i) => ({
+      file: i % 37 === 5 ? bad : good, fileOffset: i % 37 === 5 ? 0 : Math.floor(next() * 255) * 4096 + (i % 7), size: 4000, target: t, targetOffset: i * 4096,
+    }));
+    const seen: number[] = [];
+    const res = await readBatchInParts(ranges, { onProgress: (n) => seen.push(n) }, 7);
+    assert.equal(res.record.parts, 6, 'parts of 7, 14, 28, 56, 112 and the last 83 pieces');
+    const failed = ranges.flatMap((r, i) => (r.file === bad ? [i] : []));
+    assert.deepEqual([...res.errors.keys()].sort((a, b) => a - b), failed);
+    for (const i of failed) assert.equal((res.errors.get(i) as Error & { code: string }).code, 'EIO');
+    ranges.forEach((r, i) => {
+      const got = t.subarray(i * 4096, i * 4096 + 4000);
+      if (r.file === bad) {
+        assert.equal(res.bytes[i], 0);
+        assert.ok(got.every((b) => b === 0xee), `range ${i} untouched`);
+      } else {
+        assert.equal(res.bytes[i], 4000);
+        assert.ok(got.equals(data.subarray(r.fileOffset, r.fileOffset + 4000)), `range ${i}`);
+      }
+      assert.ok(t.subarray(i * 4096 + 4000, (i + 1) * 4096).every((b) => b === 0xee), `gap after range ${i} untouched`);
+    });
+    const total = (300 - failed.length) * 4000;
+    assert.equal(res.totalBytes, total);
+    assert.equal(res.record.routes['posix-host']!.bytes, total);
+    assert.equal(seen.at(-1), total);
+    assert.ok(seen.every((n, i) => i === 0 || n > seen[i - 1]!), 'progress only grows over the parts');
+    assert.equal(res.record.tasks >= res.record.parts, true);
+  });
+
+  test('the public call splits a large batch into parts; abort cancels every part', async () => {
+    configure({ threads: 2, taskSize: 64 * KiB });
+    const { file, data } = makeFile(4 << 20);
+    await using f = await open(file);
+    const n = 3 * BATCH_PART_PIECES + 100;
+    const t = Buffer.alloc(n * 512);
+    const ranges = Array.from({ length: n }, (_, i) => ({ fileOffset: ((i * 7919) % 1000) * 4096, size: 512, target: t, targetOffset: i * 512 }));
+    const res = await readBatch(ranges, { file: f });
+    assert.equal(res.record.parts, 3, 'a first part, one twice its size, and the rest');
+    ranges.forEach((r, i) => assert.ok(t.subarray(i * 512, (i + 1) * 512).equals(data.subarray(r.fileOffset, r.fileOffset + 512)), `range ${i}`));
+    const ac = new AbortController();
+    const p = readBatchInParts(ranges, { file: f, signal: ac.signal }, 64);
+    ac.abort('enough');
+    await assert.rejects(p, (e: Error & { cause?: unknown }) => e.name === 'AbortError' && e.cause === 'enough');
+    // Every part had settled: the target is still for the caller alone.
+    const snapshot = Buffer.from(t);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.ok(t.equals(snapshot), 'nothing written after the rejection');
+  });
+});
+
 describe('batch reads through io_uring', () => {
   // 64 ranges 64 KiB apart (no two share a pread), some straight into the target and some
   // through scratch (offset by 1 in the target), the last one short at end of file.
@@ -267,6 +325,29 @@ describe('batch plan', () => {
     const reads = Array.from({ length: p.reads.length / 7 }, (_, i) => [...p.reads.subarray(i * 7, i * 7 + 3)]);
     assert.deepEqual(reads, [[0, 900_000, 10], [0, 100, 64 * KiB], [0, 100 + 64 * KiB, 36 * KiB]]);
     assert.deepEqual([...p.pieceRange], [0, 1, 1]);
+  });
+
+  test('parts split the sorted order: the same pieces as one plan, reads never across a part', () => {
+    const next = rng(9);
+    const ranges = Array.from({ length: 500 }, (_, i) => ({
+      file: i % 2, fileOffset: Math.floor(next() * 400) * 4096, size: 4096 + (i % 3) * 2000, target: i % 3 === 0 ? 1 : 0, targetOffset: i * 8192, device: i % 3 === 0 ? 0 : -1,
+    }));
+    const whole = planBatch(columnsOf(ranges), limits);
+    const parts = [...planParts(columnsOf(ranges), limits, 37)];
+    assert.deepEqual(parts.flatMap((p) => [...p.pieceRange]), [...whole.pieceRange], 'same pieces in the same order');
+    let left = whole.pieceRange.length;
+    for (const [j, p] of parts.entries()) {
+      assert.equal(p.pieceRange.length, Math.min(37 * 2 ** j, left), `part ${j}: twice the one before`);
+      left -= p.pieceRange.length;
+      // Every read's pieces are this part's own, and the tasks cover its reads.
+      const nReads = p.reads.length / 7;
+      assert.equal(p.readPieces[nReads], p.pieceRange.length);
+      let covered = 0;
+      for (let t = 0; t < p.tasks.length; t += 3) covered += p.tasks[t + 1]!;
+      assert.equal(covered, nReads);
+    }
+    assert.ok(parts.reduce((n, p) => n + p.reads.length / 7, 0) >= whole.reads.length / 7, 'no read joins pieces of two parts');
+    assert.equal([...planParts(columnsOf([]), limits)].length, 1, 'an empty batch is one empty part');
   });
 
   test('tasks share the reads out evenly, several per thread, none tiny', () => {

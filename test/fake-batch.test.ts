@@ -8,6 +8,7 @@ useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '2', FAKE_CUDA_ASYNC_DELAY_US: '20' });
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 const { DeviceBuffer, configure, getConfig, open, readBatch } = await import('../src/index.js');
+const { readBatchInParts } = await import('../src/batch-read.js');
 
 const initial = getConfig();
 after(() => configure(initial));
@@ -90,6 +91,35 @@ describe('readBatch into GPU memory', () => {
       delete process.env.FAKE_CUDA_FAIL_COPY_AFTER;
     }
     assert.equal((await readBatch([{ file: good, fileOffset: 0, size: 4096, target: dev }])).totalBytes, 4096, 'works again afterwards');
+  });
+
+  test('a batch in parts: byte-exact; a copy failing in one part rejects once every part has settled', async () => {
+    configure({ threads: 3, bounceBufferSize: 64 * KiB });
+    const { file, data } = makeFile(4 << 20);
+    await using f = await open(file, 'r', { compatMode: 'on' });
+    const n = 400;
+    using dev = DeviceBuffer.alloc(n * 4096);
+    let x = 7;
+    const ranges = Array.from({ length: n }, (_, i) => {
+      x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+      return { fileOffset: (x % 1000) * 4096 + (i % 5), size: 4096 - (i % 2) * 100, target: dev, targetOffset: i * 4096 };
+    });
+    const res = await readBatchInParts(ranges, { file: f }, 25);
+    assert.equal(res.record.parts, 5, 'parts of 25, 50, 100, 200 and the last 25 pieces');
+    assert.equal(res.errors.size, 0);
+    const back = await dev.toBuffer();
+    ranges.forEach((r, i) => assert.ok(back.subarray(i * 4096, i * 4096 + r.size).equals(data.subarray(r.fileOffset, r.fileOffset + r.size)), `range ${i}`));
+    assert.equal(res.record.routes['posix-device']!.bytes, ranges.reduce((a, r) => a + r.size, 0));
+    process.env.FAKE_CUDA_FAIL_COPY_AFTER = '5:batch';
+    try {
+      await assert.rejects(readBatchInParts(ranges, { file: f }, 25), { code: 'CUDA_ERROR_ILLEGAL_ADDRESS' });
+    } finally {
+      delete process.env.FAKE_CUDA_FAIL_COPY_AFTER;
+    }
+    // Every part had settled before the rejection: the memory is the caller's again at once.
+    const snapshot = await dev.toBuffer();
+    await new Promise((r) => setTimeout(r, 50));
+    assert.ok((await dev.toBuffer()).equals(snapshot), 'nothing written after the rejection');
   });
 
   test('abort rejects, and a buffer in use cannot be freed until the batch settles', async () => {
