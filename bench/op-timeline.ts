@@ -10,7 +10,7 @@
  *
  * Then batches of 10 000 random 4 KiB ranges, with the batch's own milestones: the planning, the
  * wake-up of the pool (*ramp*) and how busy its threads were; and the same batches through the
- * public `readBatch`, range objects and all.
+ * public `readBatch`, range objects and all, in parts as planned and as one part.
  *
  * Sequential reads, each awaited, of warm files, through hand-made specs (as plan-knobs.ts),
  * for several task counts, with the pool spinning as planned; then the public `file.read` for
