@@ -13,8 +13,7 @@ import { PenstockFile, type Memory } from './file.js';
 import { hostRegion, isHostMemory, regionBytes } from './host-memory.js';
 import type { PinnedBuffer } from './pinned-buffer.js';
 import { bounceBytes, currentSettings, ensurePool, prepareDevice } from './runtime.js';
-import { ringFallbackReason, type Reason } from './reasons.js';
-import { globalStats, type Route } from './stats.js';
+import { batchResult, recordBatchFailure, type BatchReadResult } from './batch-result.js';
 import { checkLength, checkRange, describe, isLength } from './validate.js';
 
 /** The error codes this module adds, each with its meaning. */
@@ -44,62 +43,6 @@ export interface BatchReadOptions {
   signal?: AbortSignal;
   /** Called on the JS thread with the bytes done so far over the whole batch. */
   onProgress?: (bytesDone: number) => void;
-}
-
-/** What one route carried of a batch. */
-export interface BatchRouteCounts {
-  /** Ranges (or parts of them, for ranges cut to fit staging) that took the route. */
-  ranges: number;
-  /** preads issued. */
-  ops: number;
-  /** Bytes delivered into the targets. */
-  bytes: number;
-  /** Copies to the GPU (device routes). */
-  copies?: number;
-}
-
-/** The record of a batch: what was asked and how it was carried. */
-export interface BatchRecord {
-  /** Ranges in the batch. */
-  ranges: number;
-  /**
-   * Parts the batch went to the pool in, each planned while the pool read the one before: the
-   * first of up to `BATCH_PART_PIECES` pieces, each later one up to twice the one before.
-   */
-  parts: number;
-  /** Tasks the batch was split into on the pool, over all its parts. */
-  tasks: number;
-  /** What each route carried, keyed by route; a route no range took is absent. */
-  routes: Partial<Record<Route, BatchRouteCounts>>;
-  /** Thread time over all tasks, and of it inside pread and waiting for GPU copies (ns). */
-  busyNs: number;
-  /** Of `busyNs`, thread time inside pread (ns). */
-  ioNs: number;
-  /** Of `busyNs`, thread time waiting for GPU copies to finish (ns). */
-  waitNs: number;
-  /**
-   * Of the preads (the routes' `ops`), those issued through io_uring, many to one system call.
-   * A task's lone read goes by pread.
-   */
-  ringReads: number;
-  /** Why reads went by pread where the plan gave them io_uring: a code and the sentence to act on. */
-  ringFallback?: Reason;
-}
-
-/** The outcome of a batch. */
-export interface BatchReadResult {
-  /**
-   * Bytes read per range, in the order given: the range's size, fewer when the range reaches
-   * end of file (not an error; the rest of its target is untouched), and what arrived before
-   * the failure for a range in `errors`.
-   */
-  bytes: Float64Array;
-  /** The ranges that failed, by index, each with its typed error; the others were read. */
-  errors: Map<number, Error>;
-  /** Sum of `bytes`. */
-  totalBytes: number;
-  /** How the batch was carried: tasks, routes and thread time. */
-  record: BatchRecord;
 }
 
 const READABLE = new Set(['r', 'r+', 'w+', 'wx+']);
@@ -321,12 +264,13 @@ function submit(c: Collected, signal: AbortSignal | undefined, onProgress: ((n: 
   signal?.addEventListener('abort', cancelAll, { once: true });
   const done = Promise.allSettled(promises).then((results) => {
     if (firstError !== undefined) {
-      recordFailure(devices.length > 0, hostRangeCount > 0);
+      recordBatchFailure(devices.length > 0, hostRangeCount > 0);
       const e = fromNative(firstError);
       if (e instanceof AbortError && signal?.reason !== undefined) throw new AbortError(undefined, { cause: signal.reason });
       throw e;
     }
-    return settle(results.map((x) => (x as PromiseFulfilledResult<NativeBatchResult>).value), parts, planned, files, hostRangeCount);
+    const settled = parts.map((q, j) => ({ plan: q.plan, pieceBytes: q.pieceBytes, result: (results[j] as PromiseFulfilledResult<NativeBatchResult>).value }));
+    return batchResult(settled, planned, files, hostRangeCount);
   });
   const finished = done.finally(() => {
     signal?.removeEventListener('abort', cancelAll);
@@ -356,72 +300,4 @@ function guarded(fn: (n: number) => void): (n: number) => void {
       });
     }
   };
-}
-
-function settle(results: NativeBatchResult[], parts: Part[], planned: PlanColumns, files: PenstockFile[], hostRangeCount: number): BatchReadResult {
-  const count = planned.count;
-  const bytes = new Float64Array(count);
-  const errors = new Map<number, Error>();
-  let hostBytes = 0;
-  let deviceBytes = 0;
-  const sum = { hostReads: 0, deviceReads: 0, tasks: 0, copies: 0, busyNs: 0, ioNs: 0, waitNs: 0, ringReads: 0 };
-  let ringError: NativeBatchResult['ringError'] = null;
-  parts.forEach(({ plan, pieceBytes }, j) => {
-    const r = results[j]!;
-    const { pieceRange, readPieces } = plan;
-    for (let k = 0; k < pieceRange.length; k++) {
-      const i = pieceRange[k]!;
-      bytes[i] = bytes[i]! + pieceBytes[k]!;
-      if (planned.device[i]! < 0) hostBytes += pieceBytes[k]!;
-      else deviceBytes += pieceBytes[k]!;
-    }
-    for (const { read, error } of r.readErrors) {
-      const file = files[plan.reads[read * 7]!];
-      for (let k = readPieces[read]!; k < readPieces[read + 1]!; k++) {
-        const i = pieceRange[k]!;
-        if (!errors.has(i)) errors.set(i, fromNative(error, file?.path));
-      }
-    }
-    sum.hostReads += plan.counts.hostReads;
-    sum.deviceReads += plan.counts.deviceReads;
-    sum.tasks += plan.counts.tasks;
-    sum.copies += r.copies;
-    sum.busyNs += r.busyNs;
-    sum.ioNs += r.ioNs;
-    sum.waitNs += r.waitNs;
-    sum.ringReads += r.ringReads;
-    ringError ??= r.ringError;
-  });
-  const routes: BatchRecord['routes'] = {};
-  const { hostReads, deviceReads } = sum;
-  const reads = hostReads + deviceReads;
-  const share = (n: number) => (reads ? n / reads : 0);
-  if (hostRangeCount > 0) {
-    routes['posix-host'] = { ranges: hostRangeCount, ops: hostReads, bytes: hostBytes };
-    record('posix-host', hostReads, hostBytes, sum, share(hostReads));
-  }
-  if (hostRangeCount < count) {
-    routes['posix-device'] = { ranges: count - hostRangeCount, ops: deviceReads, bytes: deviceBytes, copies: sum.copies };
-    record('posix-device', deviceReads, deviceBytes, sum, share(deviceReads));
-  }
-  let totalBytes = 0;
-  for (let i = 0; i < count; i++) totalBytes += bytes[i]!;
-  return {
-    bytes, errors, totalBytes,
-    record: {
-      ranges: count, parts: parts.length, tasks: sum.tasks, routes, busyNs: sum.busyNs, ioNs: sum.ioNs, waitNs: sum.waitNs, ringReads: sum.ringReads,
-      ...(ringError ? { ringFallback: ringFallbackReason(ringError) } : {}),
-    },
-  };
-}
-
-/** Process-wide counters: a batch counts as one operation per route, its preads as that route's ops. */
-function record(route: Route, ops: number, bytes: number, r: { busyNs: number; ioNs: number; waitNs: number }, share: number): void {
-  globalStats.record({ route, tasks: ops, bytes, busyNs: r.busyNs * share, ioNs: r.ioNs * share, waitNs: r.waitNs * share });
-}
-
-function recordFailure(device: boolean, host: boolean): void {
-  const failed = { tasks: 0, bytes: 0, busyNs: 0, ioNs: 0, waitNs: 0, failed: true };
-  if (host) globalStats.record({ route: 'posix-host', ...failed });
-  if (device) globalStats.record({ route: 'posix-device', ...failed });
 }
