@@ -227,6 +227,37 @@ describe('readBatch in parts', () => {
     await new Promise((r) => setTimeout(r, 50));
     assert.ok(t.equals(snapshot), 'nothing written after the rejection');
   });
+
+  test('a part the addon refuses: the parts already submitted are cancelled and waited for, then the refusal rejects', async () => {
+    configure({ threads: 2, taskSize: 64 * KiB });
+    const { file } = makeFile(1 << 20);
+    await using f = await open(file);
+    const t = Buffer.alloc(3000 * 512, 0xee);
+    const ranges = Array.from({ length: 3000 }, (_, i) => ({ fileOffset: ((i * 7919) % 250) * 4096, size: 512, target: t, targetOffset: i * 512 }));
+    const addon = native();
+    const submitBatch = addon.submitBatch;
+    let calls = 0;
+    let first: ReturnType<typeof submitBatch> | undefined;
+    let firstSettled = false;
+    addon.submitBatch = (spec) => {
+      if (++calls === 2) throw { record: { kind: 'penstock', code: 'ERR_PENSTOCK_INTERNAL', message: 'refused' } };
+      first = submitBatch.call(addon, spec);
+      first.promise.then(() => (firstSettled = true), () => (firstSettled = true));
+      return first;
+    };
+    try {
+      await assert.rejects(readBatchInParts(ranges, { file: f }, 100), { code: 'ERR_PENSTOCK_INTERNAL', message: /refused/ });
+    } finally {
+      addon.submitBatch = submitBatch;
+    }
+    assert.equal(calls, 2, 'no part after the refused one was submitted');
+    assert.ok(first, 'the first part was submitted');
+    assert.ok(firstSettled, 'the first part had settled before the batch rejected');
+    const snapshot = Buffer.from(t);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.ok(t.equals(snapshot), 'nothing written after the rejection');
+    assert.equal((await readBatch(ranges.slice(0, 5), { file: f })).totalBytes, 2560, 'the file works afterwards');
+  });
 });
 
 describe('batch reads through io_uring', () => {
