@@ -200,15 +200,10 @@ function submit(c: Collected, signal: AbortSignal | undefined, onProgress: ((n: 
   for (const d of devices) ordinals.add(d.device);
   for (const ordinal of ordinals) prepareDevice(ordinal);
   const limits = { threads: s.threads, hostReadMax: s.taskSize, deviceReadMax, hostTargets: hostViews.length };
-  const common = {
-    fds: Int32Array.from(files, (f) => f.fd),
-    hostTargets: hostViews,
-    deviceTargets: BigUint64Array.from(devices, (d) => d.ptr),
-    deviceLengths: Float64Array.from(devices, (d) => d.byteLength),
-    deviceOrdinals: Int32Array.from(devices, (d) => d.device),
-    ring: BATCH_RING_ENTRIES,
-    ringScratch: BATCH_RING_SCRATCH,
-  };
+  const fds = Int32Array.from(files, (f) => f.fd);
+  const deviceTargets = BigUint64Array.from(devices, (d) => d.ptr);
+  const deviceLengths = Float64Array.from(devices, (d) => d.byteLength);
+  const deviceOrdinals = Int32Array.from(devices, (d) => d.device);
   const progress = onProgress ? guarded(onProgress) : undefined;
 
   const releases: (() => void)[] = [];
@@ -218,35 +213,37 @@ function submit(c: Collected, signal: AbortSignal | undefined, onProgress: ((n: 
     for (const r of releases) r();
   };
   // Each part is submitted as soon as it is planned, and the next planned while the pool reads it.
+  // Progress is the sum of what each part has done.
   const parts: Part[] = [];
+  const partDone: number[] = [];
   let refused: unknown;
   for (const plan of planParts(planned, limits, partPieces)) {
-    const part: Part = { plan, pieceBytes: new Float64Array(plan.pieceRange.length), op: undefined, done: 0 };
+    const j = parts.length;
     const report = progress && ((n: number) => {
-      part.done = n;
+      partDone[j] = n;
       let sum = 0;
-      for (const q of parts) sum += q.done;
+      for (const d of partDone) sum += d;
       progress(sum);
     });
+    const pieceBytes = new Float64Array(plan.pieceRange.length);
     const spec = {
-      fds: common.fds, hostTargets: common.hostTargets, deviceTargets: common.deviceTargets, deviceLengths: common.deviceLengths,
-      deviceOrdinals: common.deviceOrdinals, ring: common.ring, ringScratch: common.ringScratch,
-      reads: plan.reads, pieces: plan.pieces, tasks: plan.tasks, pieceBytes: part.pieceBytes, progress: report,
+      fds, hostTargets: hostViews, deviceTargets, deviceLengths, deviceOrdinals, ring: BATCH_RING_ENTRIES, ringScratch: BATCH_RING_SCRATCH,
+      reads: plan.reads, pieces: plan.pieces, tasks: plan.tasks, pieceBytes, progress: report,
     };
     try {
-      part.op = native().submitBatch(spec);
+      parts.push({ plan, pieceBytes, op: native().submitBatch(spec) });
     } catch (err) {
       refused = err;
       break;
     }
-    parts.push(part);
+    partDone.push(0);
   }
   if (parts.length === 0) {
     release();
     throw fromNative(refused);
   }
   const cancelAll = () => {
-    for (const q of parts) q.op!.cancel();
+    for (const q of parts) q.op.cancel();
   };
   // The first failure is the batch's: the parts still queued are cancelled, and every part is
   // waited for, so nothing of the batch writes into its targets once the Promise has settled.
@@ -254,7 +251,7 @@ function submit(c: Collected, signal: AbortSignal | undefined, onProgress: ((n: 
   if (refused !== undefined) cancelAll();
   const promises: Promise<NativeBatchResult>[] = [];
   for (const q of parts) {
-    const promise = q.op!.promise;
+    const promise = q.op.promise;
     promise.catch((err: unknown) => {
       if (firstError === undefined) firstError = err;
       cancelAll();
@@ -280,13 +277,11 @@ function submit(c: Collected, signal: AbortSignal | undefined, onProgress: ((n: 
   return finished;
 }
 
-/** One part of a batch: its plan, the bytes its pieces got, its native operation and its progress. */
+/** One submitted part of a batch: its plan, the bytes its pieces got, its native operation. */
 interface Part {
   plan: BatchPlan;
   pieceBytes: Float64Array;
-  /** Set once submitted. */
-  op: ReturnType<NativeAddon['submitBatch']> | undefined;
-  done: number;
+  op: ReturnType<NativeAddon['submitBatch']>;
 }
 
 /** A callback whose throw surfaces as an uncaught error instead of breaking the batch. */
