@@ -17,6 +17,7 @@
         "src/native/op_result.cc",
         "src/native/js_settlement.cc",
         "src/native/posix_tasks.cc",
+        "src/native/gather_read.cc",
         "src/native/mapped_read.cc",
         "src/native/stream_copy.cc",
         "src/native/posix_io.cc",

@@ -16,7 +16,9 @@
  * for several task counts, with the pool spinning as planned; then the public `file.read` for
  * several `inlineReadMax` settings. Every column is a median in µs.
  *
- *   npm run bench:timeline -- [--dir DIR] [--json OUT]
+ * Gathered reads (gather_read.cc) get rows of their own, for several task and copy sizes.
+ *
+ *   npm run bench:timeline -- [--dir DIR] [--json OUT] [--only sizes,gather,batch,file]
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -31,7 +33,10 @@ import { configure, DeviceBuffer, getConfig, hasGpu, open, runtimeInfo, type Set
 import { bounceBytes, ensurePool } from '../src/runtime.js';
 import { DIRECT_PIECE, POOL_SPIN_NS, poolSpinners, stagePiece } from '../src/transfer-plan.js';
 
-const { values } = parseArgs({ options: { dir: { type: 'string', default: os.tmpdir() }, json: { type: 'string' } } });
+const { values } = parseArgs({
+  options: { dir: { type: 'string', default: os.tmpdir() }, json: { type: 'string' }, only: { type: 'string', default: 'sizes,gather,batch,file' } },
+});
+const only = new Set(values.only!.split(','));
 const KiB = 1024;
 const MiB = KiB * KiB;
 const s = getConfig();
@@ -53,14 +58,14 @@ const half = gpu ? bounceBytes() / 2 : 0;
  * `stageScratch`: staged reads through scratch pieces of that size, streamed into the bounce half;
  * `piece`: bytes per copy to the GPU (0: as planned, a whole half).
  */
-function spec(target: 'device' | 'host', size: number, taskSize: number, stageScratch = 0, piece = 0): NativeOpSpec {
+function spec(target: 'device' | 'host', size: number, taskSize: number, stageScratch = 0, piece = 0, gatherCopy = 0): NativeOpSpec {
   const base = { write: false, fd, directFd: -1, fileOffset: 0, size, taskSize, maxRunners: 0, writePiece: 0 } as const;
   return target === 'device'
-    ? { ...base, route: 'posix-device', devicePtr: dev!.ptr, device: dev!.device, stagePiece: piece || stagePiece(taskSize, half, false, false), mapped: false, mappedPiece: 0, mappedClaimDivisor: 0, stageScratch }
+    ? { ...base, route: 'posix-device', devicePtr: dev!.ptr, device: dev!.device, stagePiece: piece || stagePiece(taskSize, half, false, false), mapped: false, mappedPiece: 0, mappedClaimDivisor: 0, stageScratch, gatherCopy }
     : { ...base, route: 'posix-host', host, hostOffset: 0, hostStagePiece: 0, directPiece: DIRECT_PIECE };
 }
 
-const STEPS = ['call', 'to pool', 'work', 'back', 'resume', 'total', 'io'] as const;
+const STEPS = ['call', 'to pool', 'work', 'back', 'resume', 'total', 'io', 'copies'] as const;
 type Step = (typeof STEPS)[number];
 
 async function measure(sp: NativeOpSpec): Promise<Record<Step, number>> {
@@ -79,6 +84,7 @@ async function measure(sp: NativeOpSpec): Promise<Record<Step, number>> {
     rows.resume.push(t1 - t.settleNs);
     rows.total.push(t1 - t0);
     rows.io.push(r.routeShare.ioNs);
+    rows.copies.push((r.orderedCopies ?? 0) * 1000);
   }
   return Object.fromEntries(STEPS.map((k) => [k, median(rows[k]) / 1000])) as Record<Step, number>;
 }
@@ -89,7 +95,7 @@ console.log(`${os.cpus()[0]?.model} × ${cores}, threads ${s.threads}${gpu ? `, 
 console.log(`${'spin'.padEnd(12)} ${'target'.padEnd(9)} ${'size'.padStart(8)} ${'tasks'.padStart(5)} ${STEPS.map((k) => k.padStart(8)).join(' ')}   GB/s`);
 native().setThreads(s.threads, planned[0], planned[1]);
 const label = `${planned[0] / 1000}µs×${planned[1]}`;
-for (const size of [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB]) {
+for (const size of only.has('sizes') ? [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB] : []) {
   // device/nt: through scratch; device/ntp: and a copy per scratch piece instead of per half;
   // device/p: a copy per MiB instead of per half.
   const variants = gpu
@@ -110,11 +116,26 @@ for (const size of [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB])
     }
   }
 }
+// Gathered reads: tasks of several sizes into the one stage, copied in order once the finished
+// prefix has grown by `copy` bytes (device/g).
+for (const size of gpu && only.has('gather') ? [1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB] : []) {
+  for (const taskSize of [128 * KiB, 256 * KiB, 512 * KiB, 1 * MiB]) {
+    if (size / taskSize < 4) continue;
+    for (const copy of [512 * KiB, 1 * MiB, 2 * MiB, 4 * MiB]) {
+      if (copy > size / 2) continue;
+      const m = await measure(spec('device', size, taskSize, 256 * KiB, 0, copy));
+      const gbps = size / (m.total * 1000);
+      const tasks = Math.ceil(size / taskSize);
+      out.push({ spinNs: planned[0], spinners: planned[1], target: 'device', gather: copy, size, tasks, ...m, gbps });
+      console.log(`${label.padEnd(12)} ${`device/g${copy / KiB}K`.padEnd(9)} ${`${size / KiB}K`.padStart(8)} ${String(tasks).padStart(5)} ${STEPS.map((k) => m[k].toFixed(1).padStart(8)).join(' ')}   ${gbps.toFixed(2)}`);
+    }
+  }
+}
 // Batches of 10 000 random 4 KiB ranges, planned as readBatch plans them and submitted straight
 // to the addon: *plan* is the JS planning, *ramp* the time from the first task until every
 // runner queued at the start had begun one (waking the pool), *busy* the share of the work's
 // wall time that the pool's threads spent inside tasks.
-{
+if (only.has('batch')) {
   const RANGES = 10_000;
   const pages = Math.floor(fileSize / 4096);
   console.log(`batches of ${RANGES} random 4 KiB ranges: µs, medians`);
@@ -211,7 +232,7 @@ for (const size of [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB])
 
 // The public call, as planned (transfer-plan.ts), for the same sizes: what the TypeScript side
 // adds, and what the inlineReadMax setting changes.
-{
+if (only.has('file')) {
   await using f = await open(file);
   const initial = getConfig();
   console.log('file.read, as planned: µs per read (median), GB/s');

@@ -168,6 +168,12 @@ export interface NativeStagedSpec extends NativeSpecBase {
   mappedClaimDivisor: number;
   /** Buffered staged reads: bytes per pread into cache-sized scratch, streamed into the bounce half (0: pread into the half). */
   stageScratch: number;
+  /**
+   * Buffered reads through scratch: gather into the device's stage and copy the finished prefix
+   * to the GPU in order, in copies of at least this many bytes (0 or absent: through the bounce
+   * halves; so too when the stage is too small or another operation holds it).
+   */
+  gatherCopy?: number;
 }
 
 export interface NativeCuFileSpec extends NativeSpecBase {
@@ -229,6 +235,8 @@ export interface NativeOpResult {
   mapped?: NativeMappedResult;
   /** Pieces that the file system refused through O_DIRECT (EINVAL) and that went buffered instead. */
   directFallback?: { pieces: number; record: NativeErrorRecord };
+  /** Present when the read was gathered (NativeStagedSpec.gatherCopy): the copies that carried its stage to the GPU. */
+  orderedCopies?: number;
   /** Where its time went: the hop to a worker, the work, the hop back. */
   timeline: NativeOpTimeline;
 }
@@ -273,7 +281,7 @@ export interface NativeAddon {
   cudaStatus(): CudaStatus;
   deviceInfo(ordinal: number): NativeDeviceInfo;
   /** Retains the primary context and allocates bounce buffers for the current pool size. */
-  devicePrepare(ordinal: number, bounceBytes: number, numaNode: number, inlineBytes: number): void;
+  devicePrepare(ordinal: number, bounceBytes: number, numaNode: number, inlineBytes: number, gatherBytes: number): void;
   deviceAlloc(ordinal: number, size: number): bigint;
   deviceFree(ordinal: number, ptr: bigint): void;
   /** Owning device, base and size of a device allocation, or throws for a non-device pointer. */
@@ -397,7 +405,7 @@ export const NATIVE_RESULT_FIELDS = {
   op: { promise: 'required', cancel: 'required' } satisfies NativeFieldPresence<NativeOp>,
   opResult: {
     bytes: 'required', tasks: 'required', peakTasks: 'required', routeShare: 'required', mapped: 'optional', directFallback: 'optional',
-    timeline: 'required',
+    orderedCopies: 'optional', timeline: 'required',
   } satisfies NativeFieldPresence<NativeOpResult>,
   batchResult: {
     preads: 'required', copies: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required', readErrors: 'required', timeline: 'required',

@@ -16,7 +16,7 @@ import { anyDevicePrepared, bounceBytes, cufileEvidence, currentSettings, cudaSt
 import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
 import { readCached, readCachedToDevice } from './inline-read.js';
 import {
-  deviceReadTaskSize, deviceStageScratch, DIRECT_PIECE, hostStagePiece, planRead, planWrite, readsInline, readsInlineToDevice, stagePiece, taskSizeFor,
+  deviceReadTaskSize, deviceStageScratch, DIRECT_PIECE, hostStagePiece, planGather, planRead, planWrite, readsInline, readsInlineToDevice, stagePiece, taskSizeFor,
 } from './transfer-plan.js';
 import { checkLength, checkRange, describe } from './validate.js';
 
@@ -279,12 +279,13 @@ export class PenstockFile {
         }
         const p = plan(size, true);
         const directFd = p.direct ? await this.#direct() : -1;
-        const shape = write ? planWrite(s, directFd >= 0, size) : { taskSize: deviceReadTaskSize(s, size) };
+        const gather = planGather(size, directFd >= 0, write);
+        const shape = write ? planWrite(s, directFd >= 0, size) : { taskSize: gather?.taskSize ?? deviceReadTaskSize(s, size) };
         spec = {
           ...base, route: 'posix-device', directFd, size, devicePtr: memory.ptr + BigInt(memOffset), device,
           mapped: p.mapped !== undefined, mappedPiece: p.mapped?.piece ?? 0, mappedClaimDivisor: p.mapped?.claimDivisor ?? 0,
           ...shape, stagePiece: stagePiece(shape.taskSize, bounceBytes() / 2, directFd >= 0, write),
-          stageScratch: deviceStageScratch(size, directFd >= 0, write),
+          stageScratch: deviceStageScratch(size, directFd >= 0, write), gatherCopy: gather?.gatherCopy ?? 0,
         };
       }
       if (onProgress) spec.progress = progressOf(onProgress);

@@ -10,7 +10,7 @@ import { defaults, fromEnvironment, validate, type Settings } from './config.js'
 import { fromNative, usage, PenstockError } from './errors.js';
 import type { CuFileEvidence } from './stats.js';
 import { cudaProblem, cufileUnavailableReason } from './reasons.js';
-import { POOL_SPIN_NS, poolSpinners } from './transfer-plan.js';
+import { GATHER_STAGE, POOL_SPIN_NS, poolSpinners } from './transfer-plan.js';
 
 let settings: Settings | undefined;
 let poolThreads = 0;
@@ -120,7 +120,7 @@ export function prepareDevice(ordinal: number): void {
   const key = `${poolThreads}/${bounce}/${s.inlineReadMax}`;
   if (prepared.get(ordinal) === key) return;
   checkDevice(ordinal);
-  call(() => native().devicePrepare(ordinal, bounce, gpuNumaNode(ordinal), s.inlineReadMax));
+  call(() => native().devicePrepare(ordinal, bounce, gpuNumaNode(ordinal), s.inlineReadMax, GATHER_STAGE));
   prepared.set(ordinal, key);
   // cuFile's driver open costs a few hundred milliseconds: pay it with the device's setup,
   // not inside somebody's first read.

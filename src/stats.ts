@@ -89,6 +89,11 @@ export interface OpRecord extends WorkShare {
   mapped?: WorkShare;
   /** Why the mapped share stopped early, or could not start. */
   mappedFallback?: { code: string; message: string };
+  /**
+   * The read was gathered: its tasks filled one pinned stage, which went to the GPU in this many
+   * copies, in order, on one stream (absent: each task copied through its thread's bounce half).
+   */
+  orderedCopies?: number;
 }
 
 /** An operation's record from what native code reported (nothing, when it failed early). */
@@ -101,6 +106,7 @@ export function recordOf(route: Route, device: number | undefined, r: Omit<Nativ
   if (device !== undefined) rec.device = device;
   const m = r?.mapped;
   if (m) rec.mapped = { tasks: m.tasks, bytes: m.bytes, busyNs: m.busyNs, ioNs: m.ioNs, waitNs: m.waitNs };
+  if (r?.orderedCopies !== undefined) rec.orderedCopies = r.orderedCopies;
   return rec;
 }
 

@@ -137,6 +137,30 @@ export function deviceStageScratch(size: number, direct: boolean, write: boolean
   return !write && !direct && size <= DEVICE_SCRATCH_MAX ? HOST_STAGE_PIECE : 0;
 }
 
+/**
+ * Gathered reads (gather_read.cc): staged buffered reads into the GPU of at least
+ * {@link GATHER_MIN} and at most this many bytes fill one pinned stage of this size per GPU.
+ * Through the bounce halves, every task of a mid-size read finishes its pread at about the same
+ * moment and the copies then land on the copy engine together, after the reading; gathered, the
+ * finished prefix goes to the GPU in order on one stream while the rest is read.
+ */
+export const GATHER_STAGE = DEVICE_SCRATCH_MAX;
+/** Smaller reads gain nothing from it: they are one or a few tasks either way. */
+export const GATHER_MIN = 1 * MiB;
+/**
+ * Bytes per task of a gathered read: small, so the prefix grows steadily from the first tasks
+ * on (tasks are claimed in order) and the first copy starts early.
+ */
+export const GATHER_TASK = 256 * KiB;
+/** A gathered read's copies carry at least this many bytes (the last one excepted). */
+export const GATHER_COPY = 2 * MiB;
+
+/** Whether a read of `size` bytes into the GPU is gathered, and how: its task size and copy size. */
+export function planGather(size: number, direct: boolean, write: boolean): { taskSize: number; gatherCopy: number } | undefined {
+  if (write || direct || size < GATHER_MIN || size > GATHER_STAGE || deviceStageScratch(size, direct, write) === 0) return undefined;
+  return { taskSize: GATHER_TASK, gatherCopy: GATHER_COPY };
+}
+
 /** Host reads of `size` bytes: bytes per piece through scratch, or 0 to read straight into the target. */
 export function hostStagePiece(s: Readonly<Settings>, size: number): number {
   return s.hostStaging && size >= HOST_STAGE_MIN ? HOST_STAGE_PIECE : 0;

@@ -146,7 +146,7 @@ test('a staged read with a mapped share reports both shares with their typed fie
   const data = pattern(1 << 20);
   fs.writeFileSync(file, data);
   const fd = fs.openSync(file, 'r');
-  addon.devicePrepare(0, 1 << 17, -1, 0);
+  addon.devicePrepare(0, 1 << 17, -1, 0, 0);
   const dev = addon.deviceAlloc(0, data.length);
   try {
     const spec = {
@@ -159,6 +159,9 @@ test('a staged read with a mapped share reports both shares with their typed fie
     const invalid = (e: unknown) => (e as { record?: { code?: string } }).record?.code === 'ERR_PENSTOCK_INVALID_ARGUMENT';
     assert.throws(() => addon.submit(noDivisor as never), invalid);
     assert.throws(() => addon.submit({ ...spec, mappedClaimDivisor: 0 }), invalid);
+    // A gathered read streams through scratch and has no mapped share.
+    assert.throws(() => addon.submit({ ...spec, gatherCopy: 1 << 20 }), invalid);
+    assert.throws(() => addon.submit({ ...spec, mapped: false, gatherCopy: 1 << 20 }), invalid);
     const result = await addon.submit(spec).promise;
     assertFields('operation result', result, NATIVE_RESULT_FIELDS.opResult);
     assertFields('operation result routeShare', result.routeShare, NATIVE_RESULT_FIELDS.workShare);

@@ -218,6 +218,44 @@ ErrorRecord PrepareInline(int ordinal, size_t bytes) {
   return {};
 }
 
+bool GatherStage::TryTake(uint64_t size) {
+  if (size > bytes || busy.load(std::memory_order_relaxed)) return false;
+  return !busy.exchange(true, std::memory_order_acquire);
+}
+
+ErrorRecord PrepareGather(int ordinal, size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_devices.find(ordinal);
+  if (it == g_devices.end() || !it->second.prepared)
+    return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared");
+  DeviceState& d = it->second;
+  GatherStage& g = d.gather;
+  // Held while it is replaced, so no operation takes it half made; one holding it now keeps it.
+  if (bytes <= g.bytes || !g.TryTake(0)) return {};
+  ContextGuard guard(d.ctx);
+  ErrorRecord e;
+  if (!g.stream) {
+    e = PENSTOCK_CUDA(StreamCreate, &g.stream, CU_STREAM_NON_BLOCKING);
+    if (!e.ok()) g.stream = nullptr;
+  }
+  void* p = nullptr;
+  if (e.ok()) {
+    NumaPreference numa(d.numaNode);
+    e = PENSTOCK_CUDA(MemHostAlloc, &p, bytes, CU_MEMHOSTALLOC_PORTABLE);
+  }
+  if (e.ok()) {
+    if (g.buffer) {
+      Cuda().MemFreeHost(g.buffer);
+      AddPinnedBytes(-static_cast<long long>(g.bytes));
+    }
+    AddPinnedBytes(static_cast<long long>(bytes));
+    g.buffer = static_cast<char*>(p);
+    g.bytes = bytes;
+  }
+  g.Give();
+  return e;  // on failure the old stage (or none) stays
+}
+
 ErrorRecord GrowPreparedDevices(int workers) {
   std::lock_guard<std::mutex> lock(g_mutex);
   for (auto& [ordinal, d] : g_devices) {

@@ -34,6 +34,19 @@ struct InlineStaging {
   CUstream stream = nullptr;
 };
 
+// Mid-size staged reads into this GPU (gather_read.cc): one pinned stage that covers the whole
+// read, filled by many workers at once, and one stream that carries it to the GPU in order. One
+// operation holds it at a time (`busy`); any other takes its workers' bounce halves instead.
+struct GatherStage {
+  std::atomic<bool> busy{false};
+  char* buffer = nullptr;
+  size_t bytes = 0;
+  CUstream stream = nullptr;
+  // Takes the stage for an operation of `size` bytes; false when it is too small or taken.
+  bool TryTake(uint64_t size);
+  void Give() { busy.store(false, std::memory_order_release); }
+};
+
 // Slots are published one by one and never move or go away (workers keep pointers to them), so
 // a worker reads its slot without a lock while another thread grows the set for a larger pool.
 struct DeviceState {
@@ -44,6 +57,7 @@ struct DeviceState {
   size_t half = 0;
   int numaNode = -1;
   InlineStaging inlineStaging;
+  GatherStage gather;
   // The calling worker's slot, or null where it has none (never for a prepared pool's worker).
   WorkerSlot* Slot(int worker) const;
 };
@@ -74,6 +88,9 @@ ErrorRecord RetainContext(int ordinal, CUcontext* out);
 ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNode);
 // Gives a prepared device inline staging of at least `bytes` (0: none needed).
 ErrorRecord PrepareInline(int ordinal, size_t bytes);
+// Gives a prepared device a gather stage of at least `bytes` (0: none needed). A stage in use is
+// left as it is: the operation holding it keeps its buffer, and the stage grows at a later call.
+ErrorRecord PrepareGather(int ordinal, size_t bytes);
 // Gives every prepared device a slot for each of `workers` workers (before the pool grows).
 ErrorRecord GrowPreparedDevices(int workers);
 DeviceState* PreparedDevice(int ordinal);

@@ -30,6 +30,7 @@ void Operation::FinishTask() {
 }
 
 void Operation::Drained() {
+  if (gather_) FinishGather();
   timeline_.Drained();
   pinned_.reset();
   listener_->Drained(shared_from_this());
@@ -49,6 +50,7 @@ void Operation::Start() {
   }
   claims_.Reset(n);
   remaining_ = n;
+  if (spec_.gatherCopy && spec_.kind == OpKind::File && spec_.route == Route::PosixDevice && !spec_.write) TakeGather();
 
   // Runners, not tasks, go in the queue: each takes the operation's next task and then queues
   // itself again at the back. Concurrent operations (one per GPU, say) so share the workers
@@ -111,7 +113,9 @@ void Operation::RunTask(uint64_t index) {
       switch (spec_.route) {
         case Route::PosixHost: e = HostTask(begin, length, &done); break;
         case Route::PosixDevice:
-          e = spec_.write ? StagedWriteTask(begin, length, &done) : StagedReadTask(begin, length, &done, &leftInFlight);
+          if (spec_.write) e = StagedWriteTask(begin, length, &done);
+          else if (gather_) e = GatheredReadTask(index, begin, length, &done);
+          else e = StagedReadTask(begin, length, &done, &leftInFlight);
           break;
         case Route::CuFile: e = CuFileTask(begin, length, &done); break;
       }

@@ -19,6 +19,7 @@ namespace penstock {
 
 class Operation;
 class MappedRunner;
+struct GatherStage;
 
 // Where an operation's progress and end go (instance.cc hands both to the JS thread).
 class OperationListener {
@@ -92,6 +93,11 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // The mapped runner (staged reads that planned one), else null.
   const MappedRunner* Mapped() const { return mapped_.get(); }
 
+  // Copies that carried a gathered read's stage to the GPU in order (0: the read was not
+  // gathered; see OpSpec::gatherCopy).
+  uint64_t OrderedCopies() const { return gatherCopies_.load(); }
+  bool Gathered() const { return gathered_; }
+
   // Pieces that O_DIRECT refused and the buffered descriptor carried (0: none), and why.
   uint64_t DirectFallbacks() const { return directFallbacks_; }
   ErrorRecord DirectFallbackRecord() const;
@@ -116,6 +122,14 @@ class Operation : public std::enable_shared_from_this<Operation> {
   template <typename Arrived>
   ErrorRecord ReadThroughScratch(char* dst, uint64_t filePos, uint64_t length, uint64_t piece, Arrived arrived);
   ErrorRecord CopyTask(uint64_t begin, uint64_t length, uint64_t* done);
+  // The gathered read (gather_read.cc): takes the device's stage for this operation if it can,
+  // reads one task into it, issues the copies of the finished prefix, and at the drain issues
+  // the rest, waits for every copy and gives the stage back.
+  void TakeGather();
+  ErrorRecord GatheredReadTask(uint64_t index, uint64_t begin, uint64_t length, uint64_t* done);
+  void FeedGather();
+  void IssueGathered(bool all);
+  void FinishGather();
 
   OperationListener* listener_;
   OpSpec spec_;
@@ -136,6 +150,16 @@ class Operation : public std::enable_shared_from_this<Operation> {
   std::atomic<uint64_t> bytesDone_{0};
   std::atomic<bool> progressPending_{false};
   OpTimeline timeline_;
+  // The gathered read's state. The prefix and what of it was issued change only under feeding_.
+  GatherStage* gather_ = nullptr;
+  bool gathered_ = false;
+  CUcontext gatherCtx_ = nullptr;
+  std::unique_ptr<std::atomic<bool>[]> arrived_;
+  std::atomic<uint64_t> arrivals_{0};
+  std::atomic<bool> feeding_{false};
+  uint64_t gatherReady_ = 0;
+  uint64_t gatherIssued_ = 0;
+  std::atomic<uint64_t> gatherCopies_{0};
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> failed_{false};
   mutable std::mutex errorMutex_;

@@ -39,6 +39,7 @@ Napi::Object OperationResultJs(Napi::Env env, const Operation& op) {
     if (!refusal.ok()) share.Set("error", ToJs(env, refusal));
     result.Set("mapped", share);
   }
+  if (op.Gathered()) result.Set("orderedCopies", static_cast<double>(op.OrderedCopies()));
   if (uint64_t pieces = op.DirectFallbacks()) {
     Napi::Object f = Napi::Object::New(env);
     f.Set("pieces", static_cast<double>(pieces));

@@ -54,6 +54,12 @@ struct OpSpec {
   // streamed into the bounce half with non-temporal stores, so the GPU's copy reads them from
   // memory rather than from lines still dirty in a CPU cache (0: pread into the half).
   uint64_t stageScratch = 0;
+  // Staged buffered reads through scratch (stageScratch > 0) that fit the device's gather stage:
+  // each task streams its bytes into the stage at its own offset, and the stage goes to the GPU
+  // in order, on the stage's one stream, in copies of at least this many bytes as the finished
+  // prefix grows, so the copy engine starts early and runs back to back. 0, or the stage taken
+  // by another operation: each task copies through its worker's bounce half.
+  uint64_t gatherCopy = 0;
 };
 
 }  // namespace penstock

@@ -9,35 +9,11 @@
 #include "device.h"
 #include "io_op.h"
 #include "posix_io.h"
+#include "read_scratch.h"
 #include "staging_pipe.h"
-#include "stream_copy.h"
 #include "thread_pool.h"
 
 namespace penstock {
-
-template <typename Arrived>
-ErrorRecord Operation::ReadThroughScratch(char* dst, uint64_t filePos, uint64_t length, uint64_t piece, Arrived arrived) {
-  char* scratch = Scratch(piece);
-  if (!scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
-  for (uint64_t pos = 0; pos < length && !Stopped();) {
-    uint64_t n = std::min(piece, length - pos);
-    int err = 0;
-    ssize_t r;
-    {
-      StageTimer t(routeWork_.ioNs);
-      r = PreadFull(spec_.fd, scratch, n, filePos + pos, false, &err);
-    }
-    if (r < 0) return ErrorRecord::Os(err, "pread");
-    StreamCopy(dst + pos, scratch, r);
-    arrived(static_cast<uint64_t>(r));
-    if (static_cast<uint64_t>(r) < n) {
-      NoteEof(filePos + pos + r);
-      break;
-    }
-    pos += n;
-  }
-  return {};
-}
 
 ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done) {
   int refused = 0;  // errno of an O_DIRECT refusal that buffered I/O covered

@@ -1,0 +1,124 @@
+/**
+ * Gathered reads against the fake driver (its copies really are asynchronous, each one delayed):
+ * a mid-size staged read into the GPU fills the device's one pinned stage from many workers and
+ * goes to the GPU in ordered copies on one stream; a second read while the stage is held goes
+ * through the bounce halves; failures and aborts leave the stage free for the next read.
+ */
+import { useFakeDriver, makeFile, withEnv } from './helpers.js';
+useFakeDriver();
+
+import assert from 'node:assert/strict';
+import { afterEach, describe, test } from 'node:test';
+const { DeviceBuffer, configure, getConfig, open } = await import('../src/index.js');
+const { GATHER_COPY, GATHER_MIN, GATHER_TASK } = await import('../src/transfer-plan.js');
+
+const initial = getConfig();
+afterEach(() => configure(initial));
+const KiB = 1024;
+const MiB = 1024 * KiB;
+// Every read below goes to the pool (none on the calling thread) by the staged route.
+const POOL_ONLY = { inlineReadMax: 0, threads: 4 } as const;
+
+describe('gathered reads into the GPU', () => {
+  test('byte-exact at every size and offset, in ordered copies of at least GATHER_COPY, the rest untouched', async () => {
+    configure(POOL_ONLY);
+    const fileSize = 9 * MiB + 4321;
+    const { file, data } = makeFile(fileSize);
+    await using f = await open(file, 'r', { compatMode: 'on' });
+    using dev = DeviceBuffer.alloc(8 * MiB);
+    // Whole tasks; a last task of a few bytes; an odd file offset; a read that meets the end of
+    // the file in its middle (the tasks past it read nothing).
+    for (const [fileOffset, targetOffset, size] of [
+      [0, 0, GATHER_MIN],
+      [7, 5, 3 * MiB + 12345],
+      [GATHER_TASK * 3, 0, 5 * GATHER_TASK + 1],
+      [fileSize - 2 * MiB - 5, 100, 4 * MiB],
+    ] as const) {
+      await dev.copyFrom(Buffer.alloc(dev.byteLength, 0xa7));
+      const rec = await f.readRecorded(dev, { fileOffset, targetOffset, size });
+      const want = Math.min(size, fileSize - fileOffset);
+      const label = `${fileOffset}+${size}`;
+      assert.equal(rec.bytes, want, label);
+      assert.equal(rec.route, 'posix-device', label);
+      assert.ok(rec.orderedCopies !== undefined && rec.orderedCopies >= 1, `${label}: gathered`);
+      assert.ok(rec.orderedCopies <= Math.ceil(want / GATHER_COPY), `${label}: ${rec.orderedCopies} copies, each but the last at least GATHER_COPY`);
+      assert.equal(rec.tasks, Math.ceil(size / GATHER_TASK), label);
+      const back = await dev.toBuffer();
+      assert.ok(back.subarray(targetOffset, targetOffset + want).equals(data.subarray(fileOffset, fileOffset + want)), `${label}: data`);
+      assert.ok(back.subarray(0, targetOffset).every((b) => b === 0xa7), `${label}: before untouched`);
+      assert.ok(back.subarray(targetOffset + want).every((b) => b === 0xa7), `${label}: after untouched`);
+    }
+  });
+
+  test('reads below GATHER_MIN, writes and O_DIRECT reads are not gathered', async () => {
+    configure(POOL_ONLY);
+    const { file, data } = makeFile(4 * MiB);
+    await using f = await open(file, 'r+', { compatMode: 'on' });
+    using dev = DeviceBuffer.alloc(2 * MiB);
+    const small = await f.readRecorded(dev, { size: GATHER_MIN - 4096 });
+    assert.equal(small.orderedCopies, undefined);
+    assert.ok((await dev.subarray(0, GATHER_MIN - 4096).toBuffer()).equals(data.subarray(0, GATHER_MIN - 4096)));
+    const written = await f.writeRecorded(dev, { fileOffset: 0 });
+    assert.equal(written.orderedCopies, undefined);
+    configure({ ...POOL_ONLY, directIoRead: true });
+    const direct = await f.readRecorded(dev, { fileOffset: 0 });
+    assert.equal(direct.direct, true);
+    assert.equal(direct.orderedCopies, undefined);
+  });
+
+  test('a second read while the stage is held goes through the bounce halves; both byte-exact', async () => {
+    configure(POOL_ONLY);
+    const { file, data } = makeFile(6 * MiB);
+    await using f = await open(file, 'r', { compatMode: 'on' });
+    using a = DeviceBuffer.alloc(3 * MiB);
+    using b = DeviceBuffer.alloc(3 * MiB);
+    // Copies held back long enough that the first read still holds the stage when the second starts.
+    const [ra, rb] = await withEnv({ FAKE_CUDA_ASYNC_DELAY_US: '20000' }, () =>
+      Promise.all([f.readRecorded(a, { fileOffset: 0 }), f.readRecorded(b, { fileOffset: 3 * MiB })]),
+    );
+    assert.equal([ra, rb].filter((r) => r.orderedCopies !== undefined).length, 1, 'exactly one held the stage');
+    assert.ok((await a.toBuffer()).equals(data.subarray(0, 3 * MiB)));
+    assert.ok((await b.toBuffer()).equals(data.subarray(3 * MiB)));
+    const again = await f.readRecorded(a, { fileOffset: MiB });
+    assert.ok(again.orderedCopies !== undefined, 'the stage is free again');
+    assert.ok((await a.toBuffer()).equals(data.subarray(MiB, 4 * MiB)));
+  });
+
+  test('a failing copy rejects with its CUDA code after every copy settled; the stage is free again', async () => {
+    configure(POOL_ONLY);
+    const { file, data } = makeFile(8 * MiB);
+    await using f = await open(file, 'r', { compatMode: 'on' });
+    using dev = DeviceBuffer.alloc(8 * MiB);
+    await dev.copyFrom(Buffer.alloc(dev.byteLength, 0x11));
+    await withEnv({ FAKE_CUDA_FAIL_COPY_AFTER: '0:gather' }, async () => {
+      await assert.rejects(f.read(dev), { code: 'CUDA_ERROR_ILLEGAL_ADDRESS' });
+    });
+    // The read settled only once its copies had: nothing lands afterwards.
+    const snapshot = await dev.toBuffer();
+    await new Promise((r) => setTimeout(r, 50));
+    assert.ok((await dev.toBuffer()).equals(snapshot), 'nothing written after the rejection');
+    const rec = await f.readRecorded(dev);
+    assert.ok(rec.orderedCopies !== undefined);
+    assert.ok((await dev.toBuffer()).equals(data));
+  });
+
+  test('an abort rejects once every copy issued has landed; the stage is free again', async () => {
+    configure(POOL_ONLY);
+    const { file, data } = makeFile(16 * MiB);
+    await using f = await open(file, 'r', { compatMode: 'on' });
+    using dev = DeviceBuffer.alloc(16 * MiB);
+    await dev.copyFrom(Buffer.alloc(dev.byteLength, 0x22));
+    await withEnv({ FAKE_CUDA_ASYNC_DELAY_US: '5000' }, async () => {
+      const ac = new AbortController();
+      const p = f.read(dev, { signal: ac.signal });
+      setTimeout(() => ac.abort(), 2);
+      await assert.rejects(p, { name: 'AbortError' });
+    });
+    const snapshot = await dev.toBuffer();
+    await new Promise((r) => setTimeout(r, 50));
+    assert.ok((await dev.toBuffer()).equals(snapshot), 'nothing written after the rejection');
+    const rec = await f.readRecorded(dev);
+    assert.ok(rec.orderedCopies !== undefined);
+    assert.ok((await dev.toBuffer()).equals(data));
+  });
+});
