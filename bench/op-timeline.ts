@@ -58,10 +58,10 @@ const half = gpu ? bounceBytes() / 2 : 0;
  * `stageScratch`: staged reads through scratch pieces of that size, streamed into the bounce half;
  * `piece`: bytes per copy to the GPU (0: as planned, a whole half).
  */
-function spec(target: 'device' | 'host', size: number, taskSize: number, stageScratch = 0, piece = 0, gatherCopy = 0): NativeOpSpec {
+function spec(target: 'device' | 'host', size: number, taskSize: number, stageScratch = 0, piece = 0, gatherCopy = 0, gatherStreams = 0): NativeOpSpec {
   const base = { write: false, fd, directFd: -1, fileOffset: 0, size, taskSize, maxRunners: 0, writePiece: 0 } as const;
   return target === 'device'
-    ? { ...base, route: 'posix-device', devicePtr: dev!.ptr, device: dev!.device, stagePiece: piece || stagePiece(taskSize, half, false, false), mapped: false, mappedPiece: 0, mappedClaimDivisor: 0, stageScratch, gatherCopy }
+    ? { ...base, route: 'posix-device', devicePtr: dev!.ptr, device: dev!.device, stagePiece: piece || stagePiece(taskSize, half, false, false), mapped: false, mappedPiece: 0, mappedClaimDivisor: 0, stageScratch, gatherCopy, gatherStreams }
     : { ...base, route: 'posix-host', host, hostOffset: 0, hostStagePiece: 0, directPiece: DIRECT_PIECE };
 }
 
@@ -117,17 +117,20 @@ for (const size of only.has('sizes') ? [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 6
   }
 }
 // Gathered reads: tasks of several sizes into the one stage, copied in order once the finished
-// prefix has grown by `copy` bytes (device/g).
-for (const size of gpu && only.has('gather') ? [1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB] : []) {
-  for (const taskSize of [128 * KiB, 256 * KiB, 512 * KiB, 1 * MiB]) {
-    if (size / taskSize < 4) continue;
-    for (const copy of [512 * KiB, 1 * MiB, 2 * MiB, 4 * MiB]) {
-      if (copy > size / 2) continue;
-      const m = await measure(spec('device', size, taskSize, 256 * KiB, 0, copy));
-      const gbps = size / (m.total * 1000);
-      const tasks = Math.ceil(size / taskSize);
-      out.push({ spinNs: planned[0], spinners: planned[1], target: 'device', gather: copy, size, tasks, ...m, gbps });
-      console.log(`${label.padEnd(12)} ${`device/g${copy / KiB}K`.padEnd(9)} ${`${size / KiB}K`.padStart(8)} ${String(tasks).padStart(5)} ${STEPS.map((k) => m[k].toFixed(1).padStart(8)).join(' ')}   ${gbps.toFixed(2)}`);
+// prefix has grown by `copy` bytes, taking turns on `streams` streams (device/gCOPY×STREAMS).
+for (const size of gpu && only.has('gather') ? [4 * MiB, 16 * MiB, 64 * MiB] : []) {
+  // The way before: through the bounce halves, a task per thread (device/nt above).
+  const before = await measure(spec('device', size, Math.ceil(size / s.threads / 4096) * 4096, 256 * KiB));
+  console.log(`${label.padEnd(12)} ${'device/nt'.padEnd(9)} ${`${size / KiB}K`.padStart(8)} ${String(s.threads).padStart(5)} ${STEPS.map((k) => before[k].toFixed(1).padStart(8)).join(' ')}   ${(size / (before.total * 1000)).toFixed(2)}`);
+  for (const taskSize of [128 * KiB, 256 * KiB]) {
+    for (const copy of [512 * KiB, 1 * MiB, 2 * MiB]) {
+      for (const streams of [1, 2, 4, 8]) {
+        const m = await measure(spec('device', size, taskSize, Math.min(taskSize, 256 * KiB), 0, copy, streams));
+        const gbps = size / (m.total * 1000);
+        const tasks = Math.ceil(size / taskSize);
+        out.push({ spinNs: planned[0], spinners: planned[1], target: 'device', gather: copy, streams, size, tasks, ...m, gbps });
+        console.log(`${label.padEnd(12)} ${`device/g${copy / KiB}K×${streams}`.padEnd(9)} ${`${size / KiB}K`.padStart(8)} ${String(tasks).padStart(5)} ${STEPS.map((k) => m[k].toFixed(1).padStart(8)).join(' ')}   ${gbps.toFixed(2)}`);
+      }
     }
   }
 }

@@ -285,7 +285,7 @@ export class PenstockFile {
           ...base, route: 'posix-device', directFd, size, devicePtr: memory.ptr + BigInt(memOffset), device,
           mapped: p.mapped !== undefined, mappedPiece: p.mapped?.piece ?? 0, mappedClaimDivisor: p.mapped?.claimDivisor ?? 0,
           ...shape, stagePiece: stagePiece(shape.taskSize, bounceBytes() / 2, directFd >= 0, write),
-          stageScratch: deviceStageScratch(size, directFd >= 0, write), gatherCopy: gather?.gatherCopy ?? 0,
+          stageScratch: deviceStageScratch(size, directFd >= 0, write), gatherCopy: gather?.gatherCopy ?? 0, gatherStreams: gather?.gatherStreams ?? 0,
         };
       }
       if (onProgress) spec.progress = progressOf(onProgress);

@@ -154,11 +154,13 @@ export const GATHER_MIN = 1 * MiB;
 export const GATHER_TASK = 256 * KiB;
 /** A gathered read's copies carry at least this many bytes (the last one excepted). */
 export const GATHER_COPY = 2 * MiB;
+/** Streams a gathered read's copies take turns on, so that several run at once. */
+export const GATHER_STREAMS = 2;
 
-/** Whether a read of `size` bytes into the GPU is gathered, and how: its task size and copy size. */
-export function planGather(size: number, direct: boolean, write: boolean): { taskSize: number; gatherCopy: number } | undefined {
+/** Whether a read of `size` bytes into the GPU is gathered, and how: its task size, copy size and streams. */
+export function planGather(size: number, direct: boolean, write: boolean): { taskSize: number; gatherCopy: number; gatherStreams: number } | undefined {
   if (write || direct || size < GATHER_MIN || size > GATHER_STAGE || deviceStageScratch(size, direct, write) === 0) return undefined;
-  return { taskSize: GATHER_TASK, gatherCopy: GATHER_COPY };
+  return { taskSize: GATHER_TASK, gatherCopy: GATHER_COPY, gatherStreams: GATHER_STREAMS };
 }
 
 /** Host reads of `size` bytes: bytes per piece through scratch, or 0 to read straight into the target. */

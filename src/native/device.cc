@@ -234,9 +234,10 @@ ErrorRecord PrepareGather(int ordinal, size_t bytes) {
   if (bytes <= g.bytes || !g.TryTake(0)) return {};
   ContextGuard guard(d.ctx);
   ErrorRecord e;
-  if (!g.stream) {
-    e = PENSTOCK_CUDA(StreamCreate, &g.stream, CU_STREAM_NON_BLOCKING);
-    if (!e.ok()) g.stream = nullptr;
+  for (CUstream& s : g.streams) {
+    if (s || !e.ok()) continue;
+    e = PENSTOCK_CUDA(StreamCreate, &s, CU_STREAM_NON_BLOCKING);
+    if (!e.ok()) s = nullptr;
   }
   void* p = nullptr;
   if (e.ok()) {

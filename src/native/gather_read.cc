@@ -1,6 +1,6 @@
 // The gathered read: a mid-size staged read into the GPU whose tasks all stream into one
 // pinned stage, at their own offsets, while one stream carries the finished prefix to the GPU
-// in order. Through the workers' bounce halves, every task of such a read finishes its pread
+// in order (its copies taking turns on a few streams, so that they run at once). Through the workers' bounce halves, every task of such a read finishes its pread
 // at about the same moment and all the copies land on the copy engine at once, after the
 // reading; here the first copy starts once the first few tasks are in, and the copies follow
 // one another on one stream while the rest is read.
@@ -57,7 +57,8 @@ void Operation::IssueGathered(bool all) {
   if (end <= gatherIssued_ || Stopped()) return;
   if (!all && r < tasks_ && end - gatherIssued_ < spec_.gatherCopy) return;
   uint64_t n = end - gatherIssued_;
-  ErrorRecord e = PENSTOCK_CUDA(MemcpyHtoDAsync, spec_.dev + gatherIssued_, gather_->buffer + gatherIssued_, n, gather_->stream);
+  CUstream stream = gather_->streams[gatherCopies_.load() % spec_.gatherStreams];
+  ErrorRecord e = PENSTOCK_CUDA(MemcpyHtoDAsync, spec_.dev + gatherIssued_, gather_->buffer + gatherIssued_, n, stream);
   if (!e.ok()) {
     Fail(std::move(e));
     return;
@@ -71,12 +72,13 @@ void Operation::FinishGather() {
   // Every task has finished, and with it every feeder: nothing else touches the prefix now.
   Cuda().CtxSetCurrent(gatherCtx_);
   IssueGathered(true);
-  ErrorRecord e;
   {
     StageTimer t(routeWork_.waitNs);
-    e = PENSTOCK_CUDA(StreamSynchronize, gather_->stream);
+    for (uint32_t i = 0; i < spec_.gatherStreams; ++i) {
+      ErrorRecord e = PENSTOCK_CUDA(StreamSynchronize, gather_->streams[i]);
+      if (!e.ok()) Fail(std::move(e));
+    }
   }
-  if (!e.ok()) Fail(std::move(e));
   // Only once no copy reads it any more may the next operation write into it.
   gather_->Give();
   gather_ = nullptr;

@@ -230,7 +230,7 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
                                              "writePiece", "progress", "host", "hostOffset", "hostStagePiece", "directPiece"};
   std::initializer_list<const char*> staged = {"write", "route", "fd", "directFd", "fileOffset", "size", "taskSize", "maxRunners",
                                                "writePiece", "progress", "devicePtr", "device", "stagePiece", "mapped", "mappedPiece",
-                                               "mappedClaimDivisor", "stageScratch", "gatherCopy"};
+                                               "mappedClaimDivisor", "stageScratch", "gatherCopy", "gatherStreams"};
   std::initializer_list<const char*> cufile = {"write", "route", "fd", "directFd", "fileOffset", "size", "taskSize", "maxRunners",
                                                "writePiece", "progress", "devicePtr", "device", "cufileHandle", "cufileBase",
                                                "cufileBaseOffset"};
@@ -270,9 +270,12 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
     spec.mappedClaimDivisor = ArgU64(s.Require("mappedClaimDivisor"), "mappedClaimDivisor");
     spec.stageScratch = ArgU64(s.Require("stageScratch"), "stageScratch");
     spec.gatherCopy = s.Has("gatherCopy") ? ArgU64(s.Require("gatherCopy"), "gatherCopy") : 0;
-    if (spec.gatherCopy && (spec.write || spec.mapped || spec.stageScratch == 0 || spec.directFd >= 0))
-      ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT",
-                                           "gatherCopy needs a buffered read through scratch (stageScratch), without a mapped share"));
+    if (spec.gatherCopy) {
+      if (spec.write || spec.mapped || spec.stageScratch == 0 || spec.directFd >= 0)
+        ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT",
+                                             "gatherCopy needs a buffered read through scratch (stageScratch), without a mapped share"));
+      spec.gatherStreams = ArgInt(s.Require("gatherStreams"), "gatherStreams", 1, kGatherStreams);
+    }
     // Registration works on whole pages and neighbouring pieces must not share one: a mapped share
     // needs a read with page-aligned tasks, and a driver that can register.
     if (spec.mapped && (spec.write || spec.mappedPiece == 0 || spec.mappedClaimDivisor == 0 || spec.fileOffset % kAlign ||

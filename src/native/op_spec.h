@@ -60,6 +60,9 @@ struct OpSpec {
   // prefix grows, so the copy engine starts early and runs back to back. 0, or the stage taken
   // by another operation: each task copies through its worker's bounce half.
   uint64_t gatherCopy = 0;
+  // The stage's streams those copies take turns on (1 to kGatherStreams): copies on different
+  // streams run at once, which a single stream's copies, one after another, do not.
+  uint32_t gatherStreams = 0;
 };
 
 }  // namespace penstock
