@@ -18,7 +18,7 @@
  *
  * Gathered reads (gather_read.cc) get rows of their own, for several task and copy sizes.
  *
- *   npm run bench:timeline -- [--dir DIR] [--json OUT] [--only sizes,gather,batch,file]
+ *   npm run bench:timeline -- [--dir DIR] [--json OUT] [--only sizes,gather,gather-ab,batch,file]
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -34,7 +34,7 @@ import { bounceBytes, ensurePool } from '../src/runtime.js';
 import { DIRECT_PIECE, POOL_SPIN_NS, poolSpinners, stagePiece } from '../src/transfer-plan.js';
 
 const { values } = parseArgs({
-  options: { dir: { type: 'string', default: os.tmpdir() }, json: { type: 'string' }, only: { type: 'string', default: 'sizes,gather,batch,file' } },
+  options: { dir: { type: 'string', default: os.tmpdir() }, json: { type: 'string' }, only: { type: 'string', default: 'sizes,gather,gather-ab,batch,file' } },
 });
 const only = new Set(values.only!.split(','));
 const KiB = 1024;
@@ -131,6 +131,30 @@ for (const size of gpu && only.has('gather') ? [4 * MiB, 16 * MiB, 64 * MiB] : [
         out.push({ spinNs: planned[0], spinners: planned[1], target: 'device', gather: copy, streams, size, tasks, ...m, gbps });
         console.log(`${label.padEnd(12)} ${`device/g${copy / KiB}K×${streams}`.padEnd(9)} ${`${size / KiB}K`.padStart(8)} ${String(tasks).padStart(5)} ${STEPS.map((k) => m[k].toFixed(1).padStart(8)).join(' ')}   ${gbps.toFixed(2)}`);
       }
+    }
+  }
+}
+// Gathered or not, interleaved read by read so that drift between them cancels: the way before
+// (through the bounce halves, a task per thread) against gathered variants (tasks, copy, streams).
+if (gpu && only.has('gather-ab')) {
+  const ROUNDS = 150;
+  for (const size of [4 * MiB, 16 * MiB, 64 * MiB]) {
+    const variants: [string, NativeOpSpec][] = [['device/nt', spec('device', size, Math.ceil(size / s.threads / 4096) * 4096, 256 * KiB)]];
+    for (const [task, copy, streams] of [[256 * KiB, 1 * MiB, 1], [256 * KiB, 2 * MiB, 2], [256 * KiB, 1 * MiB, 4], [512 * KiB, 2 * MiB, 1]] as const) {
+      variants.push([`device/g${task / KiB}K ${copy / KiB}K×${streams}`, spec('device', size, task, 256 * KiB, 0, copy, streams)]);
+    }
+    const times = variants.map(() => [] as number[]);
+    for (let round = 0; round < ROUNDS + 10; round++) {
+      for (let v = 0; v < variants.length; v++) {
+        const t0 = Number(process.hrtime.bigint());
+        await native().submit(variants[v]![1]).promise;
+        if (round >= 10) times[v]!.push(Number(process.hrtime.bigint()) - t0);
+      }
+    }
+    for (let v = 0; v < variants.length; v++) {
+      const us = median(times[v]!) / 1000;
+      out.push({ ab: variants[v]![0], size, total: us, gbps: size / (us * 1000) });
+      console.log(`a/b ${variants[v]![0].padEnd(26)} ${`${size / KiB}K`.padStart(8)} ${us.toFixed(1).padStart(9)} µs ${(size / (us * 1000)).toFixed(2).padStart(7)} GB/s`);
     }
   }
 }
