@@ -143,19 +143,25 @@ export function deviceStageScratch(size: number, direct: boolean, write: boolean
  * Through the bounce halves, every task of a mid-size read finishes its pread at about the same
  * moment and the copies then land on the copy engine together, after the reading; gathered, the
  * finished prefix goes to the GPU in order on one stream while the rest is read.
+ * `bench:timeline --only gather-ab` on the H200, the two ways interleaved read by read: 4 MiB
+ * 16.95 → 18.45 GB/s, 16 MiB 29.0 → 31.3, 64 MiB 34.7 → 40.2.
  */
 export const GATHER_STAGE = DEVICE_SCRATCH_MAX;
 /** Smaller reads gain nothing from it: they are one or a few tasks either way. */
 export const GATHER_MIN = 1 * MiB;
 /**
  * Bytes per task of a gathered read: small, so the prefix grows steadily from the first tasks
- * on (tasks are claimed in order) and the first copy starts early.
+ * on (tasks are claimed in order) and the first copy starts early (512 KiB measured alike,
+ * 128 KiB slower).
  */
 export const GATHER_TASK = 256 * KiB;
-/** A gathered read's copies carry at least this many bytes (the last one excepted). */
-export const GATHER_COPY = 2 * MiB;
-/** Streams a gathered read's copies take turns on, so that several run at once. */
-export const GATHER_STREAMS = 2;
+/** A gathered read's copies carry at least this many bytes (the last one excepted; 2 MiB measured alike). */
+export const GATHER_COPY = 1 * MiB;
+/**
+ * Streams a gathered read's copies take turns on. Copies on several streams can run at once,
+ * but 2, 4 and 8 streams measured no faster than one (the same A/B).
+ */
+export const GATHER_STREAMS = 1;
 
 /** Whether a read of `size` bytes into the GPU is gathered, and how: its task size, copy size and streams. */
 export function planGather(size: number, direct: boolean, write: boolean): { taskSize: number; gatherCopy: number; gatherStreams: number } | undefined {

@@ -8,7 +8,7 @@ import { after, describe, test } from 'node:test';
 import { configure, getConfig, open } from '../src/index.js';
 import { defaults } from '../src/config.js';
 import {
-  DEVICE_SCRATCH_MAX, DEVICE_TASK_FLOOR, deviceReadTaskSize, deviceStageScratch, DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
+  DEVICE_SCRATCH_MAX, DEVICE_TASK_FLOOR, GATHER_COPY, GATHER_MIN, GATHER_STAGE, GATHER_STREAMS, GATHER_TASK, planGather, deviceReadTaskSize, deviceStageScratch, DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
   taskSizeFor, hostStagePiece,
 } from '../src/transfer-plan.js';
 import { makeFile } from './helpers.js';
@@ -77,6 +77,20 @@ describe('task sizes', () => {
     assert.equal(deviceStageScratch(DEVICE_SCRATCH_MAX + 4096, false, false), 0);
     assert.equal(deviceStageScratch(1 * MiB, true, false), 0, 'O_DIRECT reads go into aligned halves');
     assert.equal(deviceStageScratch(1 * MiB, false, true), 0, 'writes');
+  });
+
+  test('reads into the GPU from GATHER_MIN to GATHER_STAGE are gathered in small tasks; not writes, O_DIRECT or larger reads', () => {
+    const g = planGather(16 * MiB, false, false);
+    assert.deepEqual(g, { taskSize: GATHER_TASK, gatherCopy: GATHER_COPY, gatherStreams: GATHER_STREAMS });
+    assert.ok(GATHER_TASK % 4096 === 0 && GATHER_TASK < GATHER_MIN, 'a gathered read is several tasks');
+    assert.ok(GATHER_STREAMS >= 1 && GATHER_STREAMS <= 8, 'the stage has 8 streams');
+    assert.ok(GATHER_STAGE <= DEVICE_SCRATCH_MAX, 'only reads through scratch are gathered');
+    assert.ok(planGather(GATHER_MIN, false, false));
+    assert.ok(planGather(GATHER_STAGE, false, false));
+    assert.equal(planGather(GATHER_MIN - 1, false, false), undefined);
+    assert.equal(planGather(GATHER_STAGE + 4096, false, false), undefined);
+    assert.equal(planGather(16 * MiB, true, false), undefined, 'O_DIRECT');
+    assert.equal(planGather(16 * MiB, false, true), undefined, 'writes');
   });
 
   test('write scratch only beside other writers: not for one runner, not for a one-task write', () => {

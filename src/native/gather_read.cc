@@ -6,8 +6,8 @@
 // one another on one stream while the rest is read.
 //
 // Whoever finishes a task tries to become the feeder (one at a time, `feeding_`) and issues
-// the prefix that has grown by at least OpSpec::gatherCopy bytes. The drain (the last task's
-// thread) issues what is left, waits for every copy and gives the stage back.
+// the prefix that has grown by at least OpSpec::gatherCopy bytes, or all of it once every task
+// is in. The drain (the last task's thread) waits for every copy and gives the stage back.
 #include "device.h"
 #include "io_op.h"
 #include "read_scratch.h"
@@ -42,20 +42,22 @@ void Operation::FeedGather() {
     uint64_t seen = arrivals_.load();
     // Held by another: it looks again after letting go if anything arrived meanwhile.
     if (feeding_.exchange(true)) return;
-    IssueGathered(false);
+    IssueGathered();
     feeding_.store(false);
     if (arrivals_.load() == seen) return;
   }
 }
 
-void Operation::IssueGathered(bool all) {
+void Operation::IssueGathered() {
   uint64_t r = gatherReady_;
   while (r < tasks_ && arrived_[r].load()) ++r;
   gatherReady_ = r;
   // Every task of the prefix has noted the file's end if it met it.
   uint64_t end = std::min<uint64_t>(r * taskBytes_, BytesMoved());
   if (end <= gatherIssued_ || Stopped()) return;
-  if (!all && r < tasks_ && end - gatherIssued_ < spec_.gatherCopy) return;
+  // The last task's arrival always gets here (itself, or the feeder it found, looking again), so
+  // the rest goes whatever its size.
+  if (r < tasks_ && end - gatherIssued_ < spec_.gatherCopy) return;
   uint64_t n = end - gatherIssued_;
   CUstream stream = gather_->streams[gatherCopies_.load() % spec_.gatherStreams];
   ErrorRecord e = PENSTOCK_CUDA(MemcpyHtoDAsync, spec_.dev + gatherIssued_, gather_->buffer + gatherIssued_, n, stream);
@@ -69,9 +71,8 @@ void Operation::IssueGathered(bool all) {
 }
 
 void Operation::FinishGather() {
-  // Every task has finished, and with it every feeder: nothing else touches the prefix now.
+  // Every task has finished, and with it every feeder, which issued all there was to issue.
   Cuda().CtxSetCurrent(gatherCtx_);
-  IssueGathered(true);
   {
     StageTimer t(routeWork_.waitNs);
     for (uint32_t i = 0; i < spec_.gatherStreams; ++i) {

@@ -123,12 +123,12 @@ class Operation : public std::enable_shared_from_this<Operation> {
   ErrorRecord ReadThroughScratch(char* dst, uint64_t filePos, uint64_t length, uint64_t piece, Arrived arrived);
   ErrorRecord CopyTask(uint64_t begin, uint64_t length, uint64_t* done);
   // The gathered read (gather_read.cc): takes the device's stage for this operation if it can,
-  // reads one task into it, issues the copies of the finished prefix, and at the drain issues
-  // the rest, waits for every copy and gives the stage back.
+  // reads one task into it, issues the copies of the finished prefix, and at the drain waits
+  // for every copy and gives the stage back.
   void TakeGather();
   ErrorRecord GatheredReadTask(uint64_t index, uint64_t begin, uint64_t length, uint64_t* done);
   void FeedGather();
-  void IssueGathered(bool all);
+  void IssueGathered();
   void FinishGather();
 
   OperationListener* listener_;

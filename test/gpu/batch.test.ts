@@ -35,8 +35,26 @@ describe('GPU batches', () => {
     await using f = await open(file);
     using dev = DeviceBuffer.alloc(32 << 20);
     for (const [off, size] of [[1, 4096], [4096, 65536], [3, 1 << 20], [12345, 16 << 20], [0, 32 << 20]] as const) {
-      assert.equal(await f.read(dev, { fileOffset: off, size }), size);
+      const rec = await f.readRecorded(dev, { fileOffset: off, size });
+      assert.equal(rec.bytes, size);
       assert.ok((await dev.subarray(0, size).toBuffer()).equals(data.subarray(off, off + size)), `${size} at ${off}`);
+      // Past the calling thread's limit, mid-size reads are gathered (none here is O_DIRECT).
+      if (size > (1 << 20)) assert.ok(rec.orderedCopies !== undefined && rec.orderedCopies > 0, `${size} at ${off}: gathered`);
+    }
+  });
+
+  test('two mid-size reads at once: each byte-exact, whether gathered or through the bounce halves', async (t) => {
+    if (!gpuOrSkip(t)) return;
+    const { file, data } = makeFile(48 << 20);
+    await using f = await open(file);
+    using a = DeviceBuffer.alloc(24 << 20);
+    using b = DeviceBuffer.alloc(24 << 20);
+    for (let round = 0; round < 5; round++) {
+      await Promise.all([a.copyFrom(Buffer.alloc(a.byteLength, round)), b.copyFrom(Buffer.alloc(b.byteLength, round))]);
+      const recs = await Promise.all([f.readRecorded(a, { fileOffset: round * 4096 + 1 }), f.readRecorded(b, { fileOffset: (24 << 20) - round })]);
+      assert.ok(recs.some((r) => r.orderedCopies !== undefined), `round ${round}: one of them gathered`);
+      assert.ok((await a.toBuffer()).equals(data.subarray(round * 4096 + 1, round * 4096 + 1 + (24 << 20))), `round ${round}: a`);
+      assert.ok((await b.toBuffer()).equals(data.subarray((24 << 20) - round, (48 << 20) - round)), `round ${round}: b`);
     }
   });
 });
