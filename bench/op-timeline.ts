@@ -18,23 +18,23 @@
  *
  * Gathered reads (gather_read.cc) get rows of their own, for several task and copy sizes.
  *
- *   npm run bench:timeline -- [--dir DIR] [--json OUT] [--only sizes,gather,gather-ab,batch,file]
+ *   npm run bench:timeline -- [--dir DIR] [--json OUT] [--only sizes,gather,gather-ab,ramp,batch,file]
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { native, type NativeBatchResult, type NativeOpResult, type NativeOpSpec } from '../src/binding.js';
+import { native, type NativeBatchResult, type NativeOpResult, type NativeOpSpec, type NativeStagedSpec } from '../src/binding.js';
 import { BATCH_PART_PIECES, BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, columnsOf, planBatch, type PlanRange } from '../src/batch-plan.js';
 import { readBatchInParts } from '../src/batch-read.js';
 import { createTestFile } from '../src/bench/testfile.js';
 import { median } from '../src/bench/stats.js';
 import { configure, DeviceBuffer, getConfig, hasGpu, open, runtimeInfo, type Settings } from '../src/index.js';
 import { bounceBytes, ensurePool } from '../src/runtime.js';
-import { DIRECT_PIECE, POOL_SPIN_NS, poolSpinners, stagePiece } from '../src/transfer-plan.js';
+import { deviceReadTaskSize, DIRECT_PIECE, POOL_SPIN_NS, poolSpinners, stagePiece } from '../src/transfer-plan.js';
 
 const { values } = parseArgs({
-  options: { dir: { type: 'string', default: os.tmpdir() }, json: { type: 'string' }, only: { type: 'string', default: 'sizes,gather,gather-ab,batch,file' } },
+  options: { dir: { type: 'string', default: os.tmpdir() }, json: { type: 'string' }, only: { type: 'string', default: 'sizes,gather,gather-ab,ramp,batch,file' } },
 });
 const only = new Set(values.only!.split(','));
 const KiB = 1024;
@@ -156,6 +156,46 @@ if (gpu && only.has('gather-ab')) {
       out.push({ ab: variants[v]![0], size, total: us, gbps: size / (us * 1000) });
       console.log(`a/b ${variants[v]![0].padEnd(26)} ${`${size / KiB}K`.padStart(8)} ${us.toFixed(1).padStart(9)} µs ${(size / (us * 1000)).toFixed(2).padStart(7)} GB/s`);
     }
+  }
+}
+// A large read whose first tasks are small, so the first copies start after a short pread
+// rather than a full task's: emulated by operations submitted together, the small-task head(s)
+// first (their runners queue first), against the read as planned; interleaved read by read.
+if (gpu && only.has('ramp')) {
+  const ROUNDS = 40;
+  const size = fileSize;
+  const planned = deviceReadTaskSize(s, size);
+  const one = (offset: number, bytes: number, task: number): NativeOpSpec => {
+    const sp = spec('device', bytes, task) as NativeStagedSpec;
+    return { ...sp, fileOffset: offset, devicePtr: dev!.ptr + BigInt(offset) };
+  };
+  // Each variant: [label, [bytes, task size] of each head in order]; the rest in planned tasks.
+  const variants: [string, [number, number][]][] = [
+    ['as planned', []],
+    ['4M in 256K', [[4 * MiB, 256 * KiB]]],
+    ['8M in 512K', [[8 * MiB, 512 * KiB]]],
+    ['4M/256K, 8M/512K', [[4 * MiB, 256 * KiB], [8 * MiB, 512 * KiB]]],
+    ['4M/256K, 8M/512K, 16M/1M', [[4 * MiB, 256 * KiB], [8 * MiB, 512 * KiB], [16 * MiB, 1 * MiB]]],
+  ];
+  const times = variants.map(() => [] as number[]);
+  for (let round = 0; round < ROUNDS + 5; round++) {
+    for (let v = 0; v < variants.length; v++) {
+      const specs: NativeOpSpec[] = [];
+      let at = 0;
+      for (const [bytes, task] of variants[v]![1]) {
+        specs.push(one(at, bytes, task));
+        at += bytes;
+      }
+      specs.push(one(at, size - at, planned));
+      const t0 = Number(process.hrtime.bigint());
+      await Promise.all(specs.map((sp) => native().submit(sp).promise));
+      if (round >= 5) times[v]!.push(Number(process.hrtime.bigint()) - t0);
+    }
+  }
+  for (let v = 0; v < variants.length; v++) {
+    const us = median(times[v]!) / 1000;
+    out.push({ ramp: variants[v]![0], size, total: us, gbps: size / (us * 1000) });
+    console.log(`ramp ${variants[v]![0].padEnd(28)} ${`${size / KiB}K`.padStart(8)} ${us.toFixed(1).padStart(9)} µs ${(size / (us * 1000)).toFixed(2).padStart(7)} GB/s`);
   }
 }
 // Batches of 10 000 random 4 KiB ranges, planned as readBatch plans them and submitted straight

@@ -16,7 +16,7 @@ import { anyDevicePrepared, bounceBytes, cufileEvidence, currentSettings, cudaSt
 import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
 import { readCached, readCachedToDevice } from './inline-read.js';
 import {
-  deviceReadTaskSize, deviceStageScratch, DIRECT_PIECE, hostStagePiece, planGather, planRead, planWrite, readsInline, readsInlineToDevice, stagePiece, taskSizeFor,
+  deviceStageScratch, DIRECT_PIECE, hostStagePiece, planDeviceRead, planRead, planWrite, readsInline, readsInlineToDevice, stagePiece, taskSizeFor,
 } from './transfer-plan.js';
 import { checkLength, checkRange, describe } from './validate.js';
 
@@ -279,13 +279,12 @@ export class PenstockFile {
         }
         const p = plan(size, true);
         const directFd = p.direct ? await this.#direct() : -1;
-        const gather = planGather(size, directFd >= 0, write);
-        const shape = write ? planWrite(s, directFd >= 0, size) : { taskSize: gather?.taskSize ?? deviceReadTaskSize(s, size) };
+        const shape = write ? planWrite(s, directFd >= 0, size) : planDeviceRead(s, size, directFd >= 0, p.mapped !== undefined);
         spec = {
           ...base, route: 'posix-device', directFd, size, devicePtr: memory.ptr + BigInt(memOffset), device,
           mapped: p.mapped !== undefined, mappedPiece: p.mapped?.piece ?? 0, mappedClaimDivisor: p.mapped?.claimDivisor ?? 0,
           ...shape, stagePiece: stagePiece(shape.taskSize, bounceBytes() / 2, directFd >= 0, write),
-          stageScratch: deviceStageScratch(size, directFd >= 0, write), gatherCopy: gather?.gatherCopy ?? 0, gatherStreams: gather?.gatherStreams ?? 0,
+          stageScratch: deviceStageScratch(size, directFd >= 0, write),
         };
       }
       if (onProgress) spec.progress = progressOf(onProgress);

@@ -169,6 +169,15 @@ export function planGather(size: number, direct: boolean, write: boolean): { tas
   return { taskSize: GATHER_TASK, gatherCopy: GATHER_COPY, gatherStreams: GATHER_STREAMS };
 }
 
+/**
+ * The split of a staged read of `size` bytes into the GPU: gathered where {@link planGather}
+ * says so (never beside a mapped share), else {@link deviceReadTaskSize} through the bounce
+ * halves (`gatherCopy` 0).
+ */
+export function planDeviceRead(s: Readonly<Settings>, size: number, direct: boolean, mapped: boolean): { taskSize: number; gatherCopy: number; gatherStreams: number } {
+  return (mapped ? undefined : planGather(size, direct, false)) ?? { taskSize: deviceReadTaskSize(s, size), gatherCopy: 0, gatherStreams: 0 };
+}
+
 /** Host reads of `size` bytes: bytes per piece through scratch, or 0 to read straight into the target. */
 export function hostStagePiece(s: Readonly<Settings>, size: number): number {
   return s.hostStaging && size >= HOST_STAGE_MIN ? HOST_STAGE_PIECE : 0;

@@ -243,12 +243,15 @@ describe('staged path (posix-device)', () => {
   });
 
   test('a failing copy rejects with the CUDA error name', async () => {
-    configure({ taskSize: 64 * 1024, bounceBufferSize: 64 * 1024, threads: 2 });
+    // Through the pool and the bounce halves: below GATHER_MIN (gathered reads' failures are in
+    // fake-gather.test.ts), sixteen tasks of 64 KiB, so the fourth copy fails mid-read.
+    configure({ taskSize: 64 * 1024, bounceBufferSize: 64 * 1024, threads: 2, inlineReadMax: 0 });
+    const { GATHER_MIN } = await import('../src/transfer-plan.js');
     const { file } = makeFile(4 << 20);
     await using f = await open(file, 'r', { compatMode: 'on' });
     using buf = DeviceBuffer.alloc(4 << 20);
     async function readerThatFails() {
-      await f.read(buf);
+      await f.read(buf, { size: GATHER_MIN - 64 * 1024 });
     }
     await withEnv({ FAKE_CUDA_FAIL_COPY_AFTER: '3' }, () =>
       assert.rejects(readerThatFails(), (e: Error & { code: string; cudaCode: number }) => {

@@ -9,6 +9,7 @@ useFakeDriver();
 
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
+import type { DeviceBuffer as DeviceBufferType, PenstockFile } from '../src/index.js';
 const { DeviceBuffer, configure, getConfig, open } = await import('../src/index.js');
 const { GATHER_COPY, GATHER_MIN, GATHER_TASK } = await import('../src/transfer-plan.js');
 
@@ -18,6 +19,31 @@ const KiB = 1024;
 const MiB = 1024 * KiB;
 // Every read below goes to the pool (none on the calling thread) by the staged route.
 const POOL_ONLY = { inlineReadMax: 0, threads: 4 } as const;
+
+/**
+ * A read of a whole file of `size` bytes, started by `read` under the fake driver's `env`, rejects
+ * as `rejection`; once it has, nothing more lands in the buffer (every copy it issued had
+ * settled), and the next read is gathered again (the stage was given back) and byte-exact.
+ */
+async function settlesThenFreesTheStage(
+  size: number,
+  env: Record<string, string>,
+  read: (f: PenstockFile, dev: DeviceBufferType) => Promise<unknown>,
+  rejection: { code?: string; name?: string },
+): Promise<void> {
+  configure(POOL_ONLY);
+  const { file, data } = makeFile(size);
+  await using f = await open(file, 'r', { compatMode: 'on' });
+  using dev = DeviceBuffer.alloc(size);
+  await dev.copyFrom(Buffer.alloc(size, 0x11));
+  await withEnv(env, () => assert.rejects(read(f, dev), rejection));
+  const snapshot = await dev.toBuffer();
+  await new Promise((r) => setTimeout(r, 50));
+  assert.ok((await dev.toBuffer()).equals(snapshot), 'nothing written after the rejection');
+  const rec = await f.readRecorded(dev);
+  assert.ok(rec.orderedCopies !== undefined, 'gathered again');
+  assert.ok((await dev.toBuffer()).equals(data));
+}
 
 describe('gathered reads into the GPU', () => {
   test('byte-exact at every size and offset, in ordered copies of at least GATHER_COPY, the rest untouched', async () => {
@@ -85,40 +111,14 @@ describe('gathered reads into the GPU', () => {
   });
 
   test('a failing copy rejects with its CUDA code after every copy settled; the stage is free again', async () => {
-    configure(POOL_ONLY);
-    const { file, data } = makeFile(8 * MiB);
-    await using f = await open(file, 'r', { compatMode: 'on' });
-    using dev = DeviceBuffer.alloc(8 * MiB);
-    await dev.copyFrom(Buffer.alloc(dev.byteLength, 0x11));
-    await withEnv({ FAKE_CUDA_FAIL_COPY_AFTER: '0:gather' }, async () => {
-      await assert.rejects(f.read(dev), { code: 'CUDA_ERROR_ILLEGAL_ADDRESS' });
-    });
-    // The read settled only once its copies had: nothing lands afterwards.
-    const snapshot = await dev.toBuffer();
-    await new Promise((r) => setTimeout(r, 50));
-    assert.ok((await dev.toBuffer()).equals(snapshot), 'nothing written after the rejection');
-    const rec = await f.readRecorded(dev);
-    assert.ok(rec.orderedCopies !== undefined);
-    assert.ok((await dev.toBuffer()).equals(data));
+    await settlesThenFreesTheStage(8 * MiB, { FAKE_CUDA_FAIL_COPY_AFTER: '0:gather' }, (f, dev) => f.read(dev), { code: 'CUDA_ERROR_ILLEGAL_ADDRESS' });
   });
 
   test('an abort rejects once every copy issued has landed; the stage is free again', async () => {
-    configure(POOL_ONLY);
-    const { file, data } = makeFile(16 * MiB);
-    await using f = await open(file, 'r', { compatMode: 'on' });
-    using dev = DeviceBuffer.alloc(16 * MiB);
-    await dev.copyFrom(Buffer.alloc(dev.byteLength, 0x22));
-    await withEnv({ FAKE_CUDA_ASYNC_DELAY_US: '5000' }, async () => {
+    await settlesThenFreesTheStage(16 * MiB, { FAKE_CUDA_ASYNC_DELAY_US: '5000' }, (f, dev) => {
       const ac = new AbortController();
-      const p = f.read(dev, { signal: ac.signal });
       setTimeout(() => ac.abort(), 2);
-      await assert.rejects(p, { name: 'AbortError' });
-    });
-    const snapshot = await dev.toBuffer();
-    await new Promise((r) => setTimeout(r, 50));
-    assert.ok((await dev.toBuffer()).equals(snapshot), 'nothing written after the rejection');
-    const rec = await f.readRecorded(dev);
-    assert.ok(rec.orderedCopies !== undefined);
-    assert.ok((await dev.toBuffer()).equals(data));
+      return f.read(dev, { signal: ac.signal });
+    }, { name: 'AbortError' });
   });
 });

@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { defaults } from '../src/config.js';
-import { deviceReadTaskSize } from '../src/transfer-plan.js';
+import { planDeviceRead } from '../src/transfer-plan.js';
 import { fakeDriverDir, makeFile, repoRoot } from './helpers.js';
 
 const entry = path.join(repoRoot, 'dist/src/index.js');
@@ -93,7 +93,7 @@ test('cuFile missing: the staged path, with the reason; compatMode off makes it 
   assert.equal(route.device, 'posix-device');
   assert.equal(route.reason.code, 'CUFILE_NOT_LOADED');
   assert.match(route.reason.message, /PENSTOCK_CUFILE_LIBRARY/);
-  assert.equal(auto.json.stats, Math.ceil((8 << 20) / deviceReadTaskSize(defaults(), 8 << 20)), 'tasks of the default plan');
+  assert.equal(auto.json.stats, Math.ceil((8 << 20) / planDeviceRead(defaults(), 8 << 20, false, false).taskSize), 'tasks of the default plan');
   const off = child(routeBody('off'), { PENSTOCK_CUFILE_LIBRARY: '/nonexistent/libcufile.so.0' });
   const [name, code, message] = off.json.error as string[];
   assert.equal(name, 'PenstockError');

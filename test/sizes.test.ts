@@ -8,7 +8,7 @@ import { after, describe, test } from 'node:test';
 import { configure, getConfig, open } from '../src/index.js';
 import { defaults } from '../src/config.js';
 import {
-  DEVICE_SCRATCH_MAX, DEVICE_TASK_FLOOR, GATHER_COPY, GATHER_MIN, GATHER_STAGE, GATHER_STREAMS, GATHER_TASK, planGather, deviceReadTaskSize, deviceStageScratch, DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
+  DEVICE_SCRATCH_MAX, DEVICE_TASK_FLOOR, GATHER_COPY, GATHER_MIN, GATHER_STAGE, GATHER_STREAMS, GATHER_TASK, planDeviceRead, planGather, deviceReadTaskSize, deviceStageScratch, DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
   taskSizeFor, hostStagePiece,
 } from '../src/transfer-plan.js';
 import { makeFile } from './helpers.js';
@@ -91,6 +91,9 @@ describe('task sizes', () => {
     assert.equal(planGather(GATHER_STAGE + 4096, false, false), undefined);
     assert.equal(planGather(16 * MiB, true, false), undefined, 'O_DIRECT');
     assert.equal(planGather(16 * MiB, false, true), undefined, 'writes');
+    assert.deepEqual(planDeviceRead(s(16), 16 * MiB, false, false), g);
+    assert.deepEqual(planDeviceRead(s(16), 16 * MiB, false, true), { taskSize: deviceReadTaskSize(s(16), 16 * MiB), gatherCopy: 0, gatherStreams: 0 }, 'not beside a mapped share');
+    assert.equal(planDeviceRead(s(16), 256 * MiB, false, false).gatherCopy, 0);
   });
 
   test('write scratch only beside other writers: not for one runner, not for a one-task write', () => {

@@ -184,12 +184,17 @@ ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNo
   return {};
 }
 
+// With g_mutex held.
+static DeviceState* FindPrepared(int ordinal) {
+  auto it = g_devices.find(ordinal);
+  return it == g_devices.end() || !it->second.prepared ? nullptr : &it->second;
+}
+
 ErrorRecord PrepareInline(int ordinal, size_t bytes) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  auto it = g_devices.find(ordinal);
-  if (it == g_devices.end() || !it->second.prepared)
-    return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared");
-  DeviceState& d = it->second;
+  DeviceState* found = FindPrepared(ordinal);
+  if (!found) return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared");
+  DeviceState& d = *found;
   InlineStaging& in = d.inlineStaging;
   std::lock_guard<std::mutex> use(in.mutex);
   if (bytes <= in.bytes) return {};
@@ -225,10 +230,9 @@ bool GatherStage::TryTake(uint64_t size) {
 
 ErrorRecord PrepareGather(int ordinal, size_t bytes) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  auto it = g_devices.find(ordinal);
-  if (it == g_devices.end() || !it->second.prepared)
-    return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared");
-  DeviceState& d = it->second;
+  DeviceState* found = FindPrepared(ordinal);
+  if (!found) return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared");
+  DeviceState& d = *found;
   GatherStage& g = d.gather;
   // Held while it is replaced, so no operation takes it half made; one holding it now keeps it.
   if (bytes <= g.bytes || !g.TryTake(0)) return {};
@@ -276,9 +280,7 @@ WorkerSlot* DeviceState::Slot(int worker) const {
 
 DeviceState* PreparedDevice(int ordinal) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  auto it = g_devices.find(ordinal);
-  if (it == g_devices.end() || !it->second.prepared) return nullptr;
-  return &it->second;
+  return FindPrepared(ordinal);
 }
 
 ErrorRecord DeviceAlloc(int ordinal, size_t size, CUdeviceptr* out) {
