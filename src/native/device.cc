@@ -190,6 +190,26 @@ static DeviceState* FindPrepared(int ordinal) {
   return it == g_devices.end() || !it->second.prepared ? nullptr : &it->second;
 }
 
+// With g_mutex held and the device's context current: `bytes` of pinned memory on the device's
+// NUMA node in place of `*buffer` (`*held` bytes). A failure leaves the old buffer (or none).
+static ErrorRecord ReplacePinned(const DeviceState& d, size_t bytes, char** buffer, size_t* held) {
+  void* p = nullptr;
+  ErrorRecord e;
+  {
+    NumaPreference numa(d.numaNode);
+    e = PENSTOCK_CUDA(MemHostAlloc, &p, bytes, CU_MEMHOSTALLOC_PORTABLE);
+  }
+  if (!e.ok()) return e;
+  if (*buffer) {
+    Cuda().MemFreeHost(*buffer);
+    AddPinnedBytes(-static_cast<long long>(*held));
+  }
+  AddPinnedBytes(static_cast<long long>(bytes));
+  *buffer = static_cast<char*>(p);
+  *held = bytes;
+  return {};
+}
+
 ErrorRecord PrepareInline(int ordinal, size_t bytes) {
   std::lock_guard<std::mutex> lock(g_mutex);
   DeviceState* found = FindPrepared(ordinal);
@@ -206,21 +226,7 @@ ErrorRecord PrepareInline(int ordinal, size_t bytes) {
       return e;
     }
   }
-  void* p = nullptr;
-  ErrorRecord e;
-  {
-    NumaPreference numa(d.numaNode);
-    e = PENSTOCK_CUDA(MemHostAlloc, &p, bytes, CU_MEMHOSTALLOC_PORTABLE);
-  }
-  if (!e.ok()) return e;  // the old buffer stays
-  if (in.buffer) {
-    Cuda().MemFreeHost(in.buffer);
-    AddPinnedBytes(-static_cast<long long>(in.bytes));
-  }
-  AddPinnedBytes(static_cast<long long>(bytes));
-  in.buffer = static_cast<char*>(p);
-  in.bytes = bytes;
-  return {};
+  return ReplacePinned(d, bytes, &in.buffer, &in.bytes);
 }
 
 bool GatherStage::TryTake(uint64_t size) {
@@ -243,22 +249,9 @@ ErrorRecord PrepareGather(int ordinal, size_t bytes) {
     e = PENSTOCK_CUDA(StreamCreate, &s, CU_STREAM_NON_BLOCKING);
     if (!e.ok()) s = nullptr;
   }
-  void* p = nullptr;
-  if (e.ok()) {
-    NumaPreference numa(d.numaNode);
-    e = PENSTOCK_CUDA(MemHostAlloc, &p, bytes, CU_MEMHOSTALLOC_PORTABLE);
-  }
-  if (e.ok()) {
-    if (g.buffer) {
-      Cuda().MemFreeHost(g.buffer);
-      AddPinnedBytes(-static_cast<long long>(g.bytes));
-    }
-    AddPinnedBytes(static_cast<long long>(bytes));
-    g.buffer = static_cast<char*>(p);
-    g.bytes = bytes;
-  }
+  if (e.ok()) e = ReplacePinned(d, bytes, &g.buffer, &g.bytes);
   g.Give();
-  return e;  // on failure the old stage (or none) stays
+  return e;
 }
 
 ErrorRecord GrowPreparedDevices(int workers) {
