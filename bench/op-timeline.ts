@@ -18,7 +18,7 @@
  *
  * Gathered reads (gather_read.cc) get rows of their own, for several task and copy sizes.
  *
- *   npm run bench:timeline -- [--dir DIR] [--json OUT] [--only sizes,gather,gather-ab,ramp,batch,file]
+ *   npm run bench:timeline -- [--dir DIR] [--json OUT] [--only sizes,gather,gather-ab,ramp,inline,batch,file]
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -34,7 +34,7 @@ import { bounceBytes, ensurePool } from '../src/runtime.js';
 import { deviceReadTaskSize, DIRECT_PIECE, POOL_SPIN_NS, poolSpinners, stagePiece } from '../src/transfer-plan.js';
 
 const { values } = parseArgs({
-  options: { dir: { type: 'string', default: os.tmpdir() }, json: { type: 'string' }, only: { type: 'string', default: 'sizes,gather,gather-ab,ramp,batch,file' } },
+  options: { dir: { type: 'string', default: os.tmpdir() }, json: { type: 'string' }, only: { type: 'string', default: 'sizes,gather,gather-ab,ramp,inline,batch,file' } },
 });
 const only = new Set(values.only!.split(','));
 const KiB = 1024;
@@ -196,6 +196,34 @@ if (gpu && only.has('ramp')) {
     const us = median(times[v]!) / 1000;
     out.push({ ramp: variants[v]![0], size, total: us, gbps: size / (us * 1000) });
     console.log(`ramp ${variants[v]![0].padEnd(28)} ${`${size / KiB}K`.padStart(8)} ${us.toFixed(1).padStart(9)} µs ${(size / (us * 1000)).toFixed(2).padStart(7)} GB/s`);
+  }
+}
+// Cached reads on the calling thread into the GPU, straight through the addon, by the size of the
+// pieces each copied while the next is read; beside the same read into host memory (the pread
+// alone). Interleaved read by read.
+if (gpu && only.has('inline')) {
+  const ROUNDS = 300;
+  for (const size of [256 * KiB, 1 * MiB]) {
+    const variants: [string, () => number][] = [['host (pread only)', () => native().readCached(fd, host, 0, size, 0)]];
+    for (const piece of [64 * KiB, 128 * KiB, 256 * KiB, 512 * KiB, 1 * MiB]) {
+      if (piece > size) continue;
+      variants.push([`device, pieces of ${piece / KiB}K`, () => native().readCachedToDevice(fd, dev!.device, dev!.ptr, size, 0, piece)]);
+    }
+    const times = variants.map(() => [] as number[]);
+    for (let round = 0; round < ROUNDS + 20; round++) {
+      for (let v = 0; v < variants.length; v++) {
+        const t0 = Number(process.hrtime.bigint());
+        const got = variants[v]![1]();
+        const t1 = Number(process.hrtime.bigint());
+        if (got !== size) throw new Error(`inline read of ${size} gave ${got}`);
+        if (round >= 20) times[v]!.push(t1 - t0);
+      }
+    }
+    for (let v = 0; v < variants.length; v++) {
+      const us = median(times[v]!) / 1000;
+      out.push({ inline: variants[v]![0], size, total: us, gbps: size / (us * 1000) });
+      console.log(`inline ${variants[v]![0].padEnd(26)} ${`${size / KiB}K`.padStart(8)} ${us.toFixed(1).padStart(9)} µs ${(size / (us * 1000)).toFixed(2).padStart(7)} GB/s`);
+    }
   }
 }
 // Batches of 10 000 random 4 KiB ranges, planned as readBatch plans them and submitted straight

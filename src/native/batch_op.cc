@@ -133,14 +133,16 @@ int64_t BatchOp::ReadInto(uint32_t r, char* buf) {
   return got;
 }
 
+void BatchOp::NoteRingError(int err) {
+  int none = 0;
+  ringError_.compare_exchange_strong(none, err);  // the first one is the one reported
+}
+
 void BatchOp::ReadGroup(uint32_t first, uint32_t count, char* const* bufs, int64_t* got) {
   for (uint32_t i = 0; i < count; ++i) got[i] = 0;
   int err = 0;
   ReadRing* ring = ringEntries && count > 1 ? ThreadRing(ringEntries, &err) : nullptr;
-  if (err) {
-    int none = 0;
-    ringError_.compare_exchange_strong(none, err);
-  }
+  if (err) NoteRingError(err);
   if (!ring) {
     for (uint32_t i = 0; i < count && !cancelled_ && !failed_; ++i) got[i] = ReadInto(first + i, bufs[i]);
     return;
@@ -153,10 +155,7 @@ void BatchOp::ReadGroup(uint32_t first, uint32_t count, char* const* bufs, int64
     reqs[i] = {rd.fd, bufs[i], rd.length, rd.fileOffset};
   }
   uint64_t t0 = NowNs();
-  if (int e = ring->ReadAll(reqs.data(), count, got)) {
-    int none = 0;
-    ringError_.compare_exchange_strong(none, e);
-  }
+  if (int e = ring->ReadAll(reqs.data(), count, got)) NoteRingError(e);
   ioNs_ += NowNs() - t0;
   preads_ += count;
   ringReads_ += count;

@@ -109,6 +109,8 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   // for one and it can be had, else a pread each: got[i] as ReadInto returns it. Stops early on
   // cancel (the reads left get 0).
   void ReadGroup(uint32_t first, uint32_t count, char* const* bufs, int64_t* got);
+  // Why the ring could not be had or failed (errno), if no reason was noted before.
+  void NoteRingError(int err);
   // The bytes of piece `p` among `got` bytes of its read.
   uint64_t Arrived(const Piece& p, int64_t got) const;
   ErrorRecord HostTask(const Task& t);
