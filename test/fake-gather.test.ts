@@ -5,7 +5,7 @@
  * through the bounce halves; failures and aborts leave the stage free for the next read.
  */
 import { useFakeDriver, makeFile, withEnv } from './helpers.js';
-useFakeDriver();
+useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '2' });
 
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
@@ -108,6 +108,21 @@ describe('gathered reads into the GPU', () => {
     const again = await f.readRecorded(a, { fileOffset: MiB });
     assert.ok(again.orderedCopies !== undefined, 'the stage is free again');
     assert.ok((await a.toBuffer()).equals(data.subarray(MiB, 4 * MiB)));
+  });
+
+  test('each GPU has its own stage: reads into two GPUs at once are both gathered, byte-exact', async () => {
+    configure(POOL_ONLY);
+    const { file, data } = makeFile(6 * MiB);
+    await using f = await open(file, 'r', { compatMode: 'on' });
+    using a = DeviceBuffer.alloc(3 * MiB, { device: 0 });
+    using b = DeviceBuffer.alloc(3 * MiB, { device: 1 });
+    // Copies held back, so each read still holds its stage while the other runs.
+    const recs = await withEnv({ FAKE_CUDA_ASYNC_DELAY_US: '20000' }, () =>
+      Promise.all([f.readRecorded(a, { fileOffset: 0 }), f.readRecorded(b, { fileOffset: 3 * MiB })]),
+    );
+    assert.deepEqual(recs.map((r) => [r.device, r.orderedCopies !== undefined]), [[0, true], [1, true]]);
+    assert.ok((await a.toBuffer()).equals(data.subarray(0, 3 * MiB)));
+    assert.ok((await b.toBuffer()).equals(data.subarray(3 * MiB)));
   });
 
   test('a failing copy rejects with its CUDA code after every copy settled; the stage is free again', async () => {
