@@ -143,6 +143,10 @@ if (gpu && only.has('gather-ab')) {
     for (const [task, copy, streams] of [[256 * KiB, 1 * MiB, 1], [256 * KiB, 2 * MiB, 2], [256 * KiB, 1 * MiB, 4], [512 * KiB, 2 * MiB, 1]] as const) {
       variants.push([`device/g${task / KiB}K ${copy / KiB}K×${streams}`, spec('device', size, task, 256 * KiB, 0, copy, streams)]);
     }
+    // Fewer threads reading leave the copies more of the memory's bandwidth.
+    for (const runners of [4, 8, 12]) {
+      variants.push([`device/g256K 1024K×1 ≤${runners}`, { ...spec('device', size, 256 * KiB, 256 * KiB, 0, 1 * MiB, 1), maxRunners: runners }]);
+    }
     const times = variants.map(() => [] as number[]);
     for (let round = 0; round < ROUNDS + 10; round++) {
       for (let v = 0; v < variants.length; v++) {
