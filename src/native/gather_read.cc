@@ -1,9 +1,9 @@
 // The gathered read: a mid-size staged read into the GPU whose tasks all stream into one
-// pinned stage, at their own offsets, while one stream carries the finished prefix to the GPU
-// in order (its copies taking turns on a few streams, so that they run at once). Through the workers' bounce halves, every task of such a read finishes its pread
-// at about the same moment and all the copies land on the copy engine at once, after the
-// reading; here the first copy starts once the first few tasks are in, and the copies follow
-// one another on one stream while the rest is read.
+// pinned stage, at their own offsets, while the finished prefix goes to the GPU in order.
+// Through the workers' bounce halves, every task of such a read finishes its pread at about the
+// same moment and all the copies land on the copy engine at once, after the reading; here the
+// first copy starts once the first few tasks are in, and the copies follow one another while
+// the rest is read (on the stage's streams in turn, as many as planned).
 //
 // Whoever finishes a task tries to become the feeder (one at a time, `feeding_`) and issues
 // the prefix that has grown by at least OpSpec::gatherCopy bytes, or all of it once every task
