@@ -146,3 +146,10 @@ export function fromNative(err: unknown, path?: string): Error {
 export function usage(code: string, message: string): PenstockUsageError {
   return new PenstockUsageError(code, message);
 }
+
+/** @internal Node's own fs errors, made instances of PenstockSystemError with the same fields. */
+export function systemError(err: NodeJS.ErrnoException): Error {
+  if (!err.code || err.errno === undefined) return err;
+  const msg = err.message.replace(/^[A-Z]+: /, '').replace(/, \w+ '.*'$/, '');
+  return fromNative({ kind: 'os', code: err.code, message: msg, errno: Math.abs(err.errno), syscall: err.syscall ?? 'open' }, err.path);
+}

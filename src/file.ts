@@ -7,18 +7,19 @@ import { promisify } from 'node:util';
 import { native, type NativeOp, type NativeOpSpec, type NativeOpResult } from './binding.js';
 import type { CompatMode } from './config.js';
 import { DeviceBuffer } from './device-buffer.js';
-import { AbortError, fromNative, usage } from './errors.js';
+import { AbortError, fromNative, systemError, usage } from './errors.js';
 import { hostRegion, type HostMemory } from './host-memory.js';
 import { Lifetime } from './lifetime.js';
-import { progressOf, transferOptions, type ValidOptions } from './transfer-options.js';
+import { progressOf, transferOptions, type TransferOptions, type ReadOptions, type WriteOptions, type ValidOptions } from './transfer-options.js';
 import { FileRouting, type FileRoute, type RouteReason } from './routing.js';
-import { anyDevicePrepared, bounceBytes, cufileEvidence, currentSettings, cudaStatus, ensurePool, prepareDevice } from './runtime.js';
+import { anyDevicePrepared, cufileEvidence, currentSettings, cudaStatus, ensurePool, prepareDevice } from './runtime.js';
 import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
 import { readCached, readCachedToDevice } from './inline-read.js';
-import {
-  deviceStageScratch, DIRECT_PIECE, hostStagePiece, planDeviceRead, planRead, planWrite, readsInline, readsInlineToDevice, stagePiece, taskSizeFor,
-} from './transfer-plan.js';
+import { cufileSpec, hostSpec, stagedSpec, type SpecBase } from './op-spec.js';
+import { planRead, readsInline, readsInlineToDevice } from './transfer-plan.js';
 import { checkLength, checkRange, describe } from './validate.js';
+
+export type { ReadOptions, TransferOptions, WriteOptions } from './transfer-options.js';
 
 const openAsync = promisify(fs.open);
 const closeAsync = promisify(fs.close);
@@ -42,30 +43,6 @@ export interface OpenOptions {
   mode?: number;
   /** Overrides the process-wide compat mode for this file. */
   compatMode?: CompatMode;
-}
-
-/** Options shared by reads and writes. */
-export interface TransferOptions {
-  /** Byte offset in the file (default 0). */
-  fileOffset?: number;
-  /** Bytes to move (default: the rest of the buffer after its offset). */
-  size?: number;
-  /** Cancels the remaining tasks; the Promise then rejects with an AbortError. */
-  signal?: AbortSignal;
-  /** Called on the JS thread with the bytes done so far, at most once per event-loop turn. */
-  onProgress?: (bytesDone: number) => void;
-}
-
-/** Options of `file.read()`. */
-export interface ReadOptions extends TransferOptions {
-  /** Byte offset in the target buffer (default 0). */
-  targetOffset?: number;
-}
-
-/** Options of `file.write()`. */
-export interface WriteOptions extends TransferOptions {
-  /** Byte offset in the source buffer (default 0). */
-  sourceOffset?: number;
 }
 
 /** What an open file holds outside the JS heap; shared with the collector below. */
@@ -244,7 +221,7 @@ export class PenstockFile {
     // Decided once the size is known to be valid.
     const plan = (size: number, intoDevice: boolean) =>
       write ? { direct: s.directIoWrite } : planRead(s, this.#fd, fileOffset, size, intoDevice, this.#mappedRefused !== undefined || (intoDevice && cudaStatus().hostRegister !== true));
-    const base = { write, fd: this.#fd, fileOffset, maxRunners: 0, writePiece: 0 };
+    const base: SpecBase = { write, fd: this.#fd, fileOffset, maxRunners: 0, writePiece: 0 };
 
     if (memory instanceof DeviceBuffer) {
       memory.assertLive();
@@ -261,10 +238,7 @@ export class PenstockFile {
       }
       let spec: NativeOpSpec;
       if (cufile) {
-        spec = {
-          ...base, route: 'cufile', directFd: -1, size, taskSize: taskSizeFor(s, size), devicePtr: memory.ptr + BigInt(memOffset), device,
-          cufileHandle: this.#routing.cufileHandle!, cufileBase: memory.ptr, cufileBaseOffset: memOffset,
-        };
+        spec = cufileSpec(s, base, size, memory.ptr, memOffset, device, this.#routing.cufileHandle!);
       } else {
         if (!write && !this.#inlineUnsupported && readsInlineToDevice(s, size, () => native().inflight())) {
           let r: ReturnType<typeof readCachedToDevice>;
@@ -279,13 +253,7 @@ export class PenstockFile {
         }
         const p = plan(size, true);
         const directFd = p.direct ? await this.#direct() : -1;
-        const shape = write ? planWrite(s, directFd >= 0, size) : planDeviceRead(s, size, directFd >= 0, p.mapped !== undefined);
-        spec = {
-          ...base, route: 'posix-device', directFd, size, devicePtr: memory.ptr + BigInt(memOffset), device,
-          mapped: p.mapped !== undefined, mappedPiece: p.mapped?.piece ?? 0, mappedClaimDivisor: p.mapped?.claimDivisor ?? 0,
-          ...shape, stagePiece: stagePiece(shape.taskSize, bounceBytes() / 2, directFd >= 0, write),
-          stageScratch: deviceStageScratch(size, directFd >= 0, write),
-        };
+        spec = stagedSpec(s, base, size, memory.ptr + BigInt(memOffset), device, directFd, p.mapped);
       }
       if (onProgress) spec.progress = progressOf(onProgress);
       ensurePool();
@@ -310,12 +278,7 @@ export class PenstockFile {
     }
     const directFd = plan(size, false).direct ? await this.#direct() : -1;
     ensurePool();
-    const spec: NativeOpSpec = {
-      ...base, route: 'posix-host', directFd, size, taskSize: taskSizeFor(s, size),
-      host: host.view, hostOffset: host.offset + memOffset,
-      hostStagePiece: write ? 0 : hostStagePiece(s, size), directPiece: directFd >= 0 ? DIRECT_PIECE : 0,
-      ...(write ? planWrite(s, directFd >= 0, size) : {}),
-    };
+    const spec: NativeOpSpec = hostSpec(s, base, size, host.view, host.offset + memOffset, directFd);
     if (onProgress) spec.progress = progressOf(onProgress);
     const run = () => this.#run(spec, signal, (r, failed) => this.#record('posix-host', undefined, r, failed, spec.directFd >= 0));
     return host.pinned ? host.pinned.use(run) : run();
@@ -467,11 +430,4 @@ export async function open(path: string, flags: OpenFlags = 'r', options: OpenOp
   // host-only programs never load CUDA at all.
   if (compatMode !== 'on' && anyDevicePrepared()) file.prepareDeviceRoute();
   return file;
-}
-
-/** @internal Node's own fs errors, made instances of PenstockSystemError with the same fields. */
-export function systemError(err: NodeJS.ErrnoException): Error {
-  if (!err.code || err.errno === undefined) return err;
-  const msg = err.message.replace(/^[A-Z]+: /, '').replace(/, \w+ '.*'$/, '');
-  return fromNative({ kind: 'os', code: err.code, message: msg, errno: Math.abs(err.errno), syscall: err.syscall ?? 'open' }, err.path);
 }

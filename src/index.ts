@@ -8,7 +8,7 @@ import { checkChanges, type Settings } from './config.js';
 import { bounceBytes, call, checkDevice, configure as configureRuntime, cudaStatus, cufileStatus, currentSettings, deviceCount, deviceInfo, hasGpu, pinnedBytes } from './runtime.js';
 import { globalStats, type StatsSnapshot } from './stats.js';
 import { usage } from './errors.js';
-import { systemError } from './file.js';
+import { systemError } from './errors.js';
 import { checkLength, describe } from './validate.js';
 
 export { DeviceBuffer, type DeviceBufferOptions } from './device-buffer.js';

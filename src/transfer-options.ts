@@ -1,7 +1,30 @@
 /** The options of one read or write, checked before anything is touched. */
 import { usage } from './errors.js';
-import type { ReadOptions, WriteOptions } from './file.js';
 import { checkLength, describe } from './validate.js';
+
+/** Options shared by reads and writes. */
+export interface TransferOptions {
+  /** Byte offset in the file (default 0). */
+  fileOffset?: number;
+  /** Bytes to move (default: the rest of the buffer after its offset). */
+  size?: number;
+  /** Cancels the remaining tasks; the Promise then rejects with an AbortError. */
+  signal?: AbortSignal;
+  /** Called on the JS thread with the bytes done so far, at most once per event-loop turn. */
+  onProgress?: (bytesDone: number) => void;
+}
+
+/** Options of `file.read()`. */
+export interface ReadOptions extends TransferOptions {
+  /** Byte offset in the target buffer (default 0). */
+  targetOffset?: number;
+}
+
+/** Options of `file.write()`. */
+export interface WriteOptions extends TransferOptions {
+  /** Byte offset in the source buffer (default 0). */
+  sourceOffset?: number;
+}
 
 /** Transfer options after validation. */
 export interface ValidOptions {
