@@ -69,9 +69,26 @@ function randomOffsets(fileSize: number, n: number, seed: number): number[] {
 }
 
 /**
+ * Slot i of the target for range i, shuffled (a fixed permutation): ranges next to each other
+ * in the file then land apart in memory, as rows gathered into a batch of embeddings do.
+ */
+function scatteredSlots(n: number): number[] {
+  const slots = Array.from({ length: n }, (_, i) => i);
+  let x = 7;
+  for (let i = n - 1; i > 0; i--) {
+    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+    const j = x % (i + 1);
+    [slots[i], slots[j]] = [slots[j]!, slots[i]!];
+  }
+  return slots;
+}
+
+/**
  * Random 4 KiB reads from a warm file of up to 4 GiB, 10 000 per batch: one readBatch call,
  * against `Promise.all` of 10 000 single penstock reads (and, into host memory, of 10 000
- * FileHandle.read calls). Rows carry ranges per second beside GB/s.
+ * FileHandle.read calls). Rows carry ranges per second beside GB/s. A second readBatch row puts
+ * the ranges at shuffled slots of the target, so that no two land next to each other (into a
+ * GPU: a copy per range).
  */
 export async function batchedReads(env: Env): Promise<void> {
   const size = [...env.files.keys()].filter((s) => s <= 4 * GiB).sort((a, b) => b - a)[0];
@@ -97,17 +114,23 @@ export async function batchedReads(env: Env): Promise<void> {
       let seed = 1;
       let offsets = randomOffsets(size, BATCH_RANGES, seed);
       const fresh = () => void (offsets = randomOffsets(size, BATCH_RANGES, ++seed));
-      const ways: { id: string; name: string; path: string; run: () => Promise<number> }[] = [
-        {
-          id: 'penstock-batch', name: 'penstock readBatch', path: '',
+      const slots = scatteredSlots(BATCH_RANGES);
+      const batchWay = (id: string, name: string, slot: (i: number) => number) => {
+        const way = {
+          id, name, path: '',
           run: async () => {
-            const ranges: BatchRange[] = offsets.map((o, i) => ({ fileOffset: o, size: BATCH_BLOCK, target: mem, targetOffset: i * BATCH_BLOCK }));
+            const ranges: BatchRange[] = offsets.map((o, i) => ({ fileOffset: o, size: BATCH_BLOCK, target: mem, targetOffset: slot(i) * BATCH_BLOCK }));
             const r = await readBatch(ranges, { file: f });
             if (r.errors.size) throw r.errors.values().next().value as Error;
-            ways[0]!.path = JSON.stringify(r.record.routes);
+            way.path = JSON.stringify(r.record.routes);
             return r.totalBytes;
           },
-        },
+        };
+        return way;
+      };
+      const ways: { id: string; name: string; path: string; run: () => Promise<number> }[] = [
+        batchWay('penstock-batch', 'penstock readBatch', (i) => i),
+        batchWay('penstock-batch-scattered', 'penstock readBatch, scattered targets', (i) => slots[i]!),
         {
           id: 'penstock-promise-all-single', name: `Promise.all of ${BATCH_RANGES} penstock reads`, path: `${BATCH_RANGES} concurrent file.read calls`,
           run: async () => (await Promise.all(offsets.map((o, i) => f.read(mem, { fileOffset: o, size: BATCH_BLOCK, targetOffset: i * BATCH_BLOCK })))).reduce((a, b) => a + b, 0),

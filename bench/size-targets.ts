@@ -50,6 +50,11 @@ export function sizeTargets(r: SuiteReport): TargetRow[] {
   const all = row(r, 'batch', 'penstock-promise-all-single', bytes, 'device');
   t.push(check('batched random 4 KiB → GPU', '≥ 1.5 M ranges/s', b?.rangesPerSecond, (v) => v >= 1.5e6, (v) => `${(v / 1e6).toFixed(2)} M/s`, gpu));
   t.push(check('batched random 4 KiB → GPU vs Promise.all of single reads', '≥ 10×', b && all ? b.medianGBps! / all.medianGBps! : undefined, (v) => v >= 10, formatRatio, gpu));
+  const scattered = row(r, 'batch', 'penstock-batch-scattered', bytes, 'device');
+  if (scattered) {
+    const note = 'each range at a shuffled slot of the target: into a GPU, a copy per range';
+    t.push({ ...check('batched random 4 KiB → GPU, scattered targets', 'reported', scattered.rangesPerSecond, () => true, (v) => `${(v / 1e6).toFixed(2)} M/s`, gpu), note });
+  }
   const bh = row(r, 'batch', 'penstock-batch', bytes, 'host');
   const ah = row(r, 'batch', 'penstock-promise-all-single', bytes, 'host');
   const fh = row(r, 'batch', 'filehandle-promise-all', bytes, 'host');
