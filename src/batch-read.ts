@@ -14,6 +14,7 @@ import { hostRegion, isHostMemory, regionBytes } from './host-memory.js';
 import type { PinnedBuffer } from './pinned-buffer.js';
 import { bounceBytes, currentSettings, ensurePool, prepareDevice } from './runtime.js';
 import { batchResult, recordBatchFailure, type BatchReadResult } from './batch-result.js';
+import { progressOf } from './transfer-options.js';
 import { checkLength, checkRange, describe, isLength } from './validate.js';
 
 /** The error codes this module adds, each with its meaning. */
@@ -204,7 +205,7 @@ function submit(c: Collected, signal: AbortSignal | undefined, onProgress: ((n: 
   const deviceTargets = BigUint64Array.from(devices, (d) => d.ptr);
   const deviceLengths = Float64Array.from(devices, (d) => d.byteLength);
   const deviceOrdinals = Int32Array.from(devices, (d) => d.device);
-  const progress = onProgress ? guarded(onProgress) : undefined;
+  const progress = onProgress ? progressOf(onProgress) : undefined;
 
   const releases: (() => void)[] = [];
   for (const d of devices) releases.push(d.retain());
@@ -282,17 +283,4 @@ interface Part {
   plan: BatchPlan;
   pieceBytes: Float64Array;
   op: ReturnType<NativeAddon['submitBatch']>;
-}
-
-/** A callback whose throw surfaces as an uncaught error instead of breaking the batch. */
-function guarded(fn: (n: number) => void): (n: number) => void {
-  return (n) => {
-    try {
-      fn(n);
-    } catch (err) {
-      queueMicrotask(() => {
-        throw err;
-      });
-    }
-  };
 }

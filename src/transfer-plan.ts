@@ -165,7 +165,8 @@ export const GATHER_STREAMS = 1;
 
 /** Whether a read of `size` bytes into the GPU is gathered, and how: its task size, copy size and streams. */
 export function planGather(size: number, direct: boolean, write: boolean): { taskSize: number; gatherCopy: number; gatherStreams: number } | undefined {
-  if (write || direct || size < GATHER_MIN || size > GATHER_STAGE || deviceStageScratch(size, direct, write) === 0) return undefined;
+  // Only reads through scratch (never writes or O_DIRECT) can stream into the stage.
+  if (size < GATHER_MIN || size > GATHER_STAGE || deviceStageScratch(size, direct, write) === 0) return undefined;
   return { taskSize: GATHER_TASK, gatherCopy: GATHER_COPY, gatherStreams: GATHER_STREAMS };
 }
 
