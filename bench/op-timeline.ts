@@ -203,32 +203,49 @@ if (gpu && only.has('ramp')) {
   }
 }
 // Cached reads on the calling thread into the GPU, straight through the addon, by the size of the
-// pieces each copied while the next is read; beside the same read into host memory (the pread
-// alone). Interleaved read by read.
+// pieces (each copied while the next is read) and by the pool workers asked to help read them;
+// beside the same read into host memory (the pread alone). Variants take turns in blocks of
+// reads, so that helpers still spinning from one read find the next, as in a loop of reads; the
+// first reads of a block are not counted. With the pool's spinning as planned, then with every
+// thread allowed to spin.
 if (gpu && only.has('inline')) {
-  const ROUNDS = 300;
-  for (const size of [256 * KiB, 1 * MiB]) {
-    const variants: [string, () => number][] = [['host (pread only)', () => native().readCached(fd, host, 0, size, 0)]];
-    for (const piece of [64 * KiB, 128 * KiB, 256 * KiB, 512 * KiB, 1 * MiB]) {
-      if (piece > size) continue;
-      variants.push([`device, pieces of ${piece / KiB}K`, () => native().readCachedToDevice(fd, dev!.device, dev!.ptr, size, 0, piece)]);
-    }
-    const times = variants.map(() => [] as number[]);
-    for (let round = 0; round < ROUNDS + 20; round++) {
+  const BLOCKS = 30, BLOCK = 12, SKIP = 2;
+  const report = new Uint32Array(1);
+  for (const spinners of [planned[1], s.threads]) {
+    native().setThreads(s.threads, planned[0], spinners);
+    for (const size of [256 * KiB, 1 * MiB]) {
+      const variants: [string, () => number][] = [['host (pread only)', () => native().readCached(fd, host, 0, size, 0)]];
+      for (const scratch of [false, true])
+        for (const piece of [64 * KiB, 128 * KiB, 256 * KiB])
+          for (const helpers of [0, 1, 3, 7, 15]) {
+            const pieces = Math.ceil(size / piece);
+            if (piece > size || (helpers > 0 && helpers >= pieces) || (helpers === 0 && piece < 256 * KiB && !scratch)) continue;
+            variants.push([`device, ${piece / KiB}K${scratch ? ' nt' : ''}, ${helpers} helpers`, () => native().readCachedToDevice(fd, dev!.device, dev!.ptr, size, 0, piece, helpers, scratch, report)]);
+          }
+      const times = variants.map(() => [] as number[]);
+      const helped = variants.map(() => [] as number[]);
+      for (let b = 0; b < BLOCKS; b++)
+        for (let v = 0; v < variants.length; v++)
+          for (let i = 0; i < BLOCK; i++) {
+            report[0] = 0;
+            const t0 = Number(process.hrtime.bigint());
+            const got = variants[v]![1]();
+            const t1 = Number(process.hrtime.bigint());
+            if (got !== size) throw new Error(`inline read of ${size} gave ${got}`);
+            if (b > 0 && i >= SKIP) {
+              times[v]!.push(t1 - t0);
+              helped[v]!.push(report[0]!);
+            }
+          }
       for (let v = 0; v < variants.length; v++) {
-        const t0 = Number(process.hrtime.bigint());
-        const got = variants[v]![1]();
-        const t1 = Number(process.hrtime.bigint());
-        if (got !== size) throw new Error(`inline read of ${size} gave ${got}`);
-        if (round >= 20) times[v]!.push(t1 - t0);
+        const us = median(times[v]!) / 1000;
+        const h = helped[v]!.reduce((a, x) => a + x, 0) / helped[v]!.length;
+        out.push({ inline: variants[v]![0], spinners, size, total: us, gbps: size / (us * 1000), helpedPieces: h });
+        console.log(`inline ${`${spinners} spin`.padEnd(8)} ${variants[v]![0].padEnd(34)} ${`${size / KiB}K`.padStart(6)} ${us.toFixed(1).padStart(8)} µs ${(size / (us * 1000)).toFixed(2).padStart(6)} GB/s  helped ${h.toFixed(2)} pieces`);
       }
     }
-    for (let v = 0; v < variants.length; v++) {
-      const us = median(times[v]!) / 1000;
-      out.push({ inline: variants[v]![0], size, total: us, gbps: size / (us * 1000) });
-      console.log(`inline ${variants[v]![0].padEnd(26)} ${`${size / KiB}K`.padStart(8)} ${us.toFixed(1).padStart(9)} µs ${(size / (us * 1000)).toFixed(2).padStart(7)} GB/s`);
-    }
   }
+  native().setThreads(s.threads, planned[0], planned[1]);
 }
 // Batches of 10 000 random 4 KiB ranges, planned as readBatch plans them and submitted straight
 // to the addon: *plan* is the JS planning, *ramp* the time from the first task until every

@@ -327,10 +327,13 @@ export interface NativeAddon {
   readCached(fd: number, view: ArrayBuffer | SharedArrayBuffer | ArrayBufferView, viewOffset: number, size: number, fileOffset: number): number;
   /**
    * Reads `size` bytes from the page cache into the device's inline staging and copies them to
-   * `devicePtr`, on the calling thread: `size` once the bytes are on the GPU, else -errno or a
-   * short count (nothing copied); -EBUSY while another thread uses the staging.
+   * `devicePtr`, on the calling thread, in pieces of `piece` bytes that `helpers` pool tasks help
+   * read (each through the reader's cache-sized scratch and streaming stores, with `scratch`):
+   * `size` once the bytes are on the GPU, else -errno or a short count (the bytes at
+   * `devicePtr` then undefined); -EBUSY while another thread uses the staging. `report[0]` is
+   * set to the pieces that helpers read.
    */
-  readCachedToDevice(fd: number, device: number, devicePtr: bigint, size: number, fileOffset: number, piece: number): number;
+  readCachedToDevice(fd: number, device: number, devicePtr: bigint, size: number, fileOffset: number, piece: number, helpers: number, scratch: boolean, report: Uint32Array): number;
 }
 
 /** The package root: dist/src/binding.js lives two levels below it. */

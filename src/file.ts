@@ -249,7 +249,7 @@ export class PenstockFile {
             throw fromNative(err, this.path);
           }
           if (r === 'unsupported') this.#inlineUnsupported = true;
-          else if (r !== 'pool') return this.#inlineDone('posix-device', device, r.bytes, r.ns, onProgress);
+          else if (r !== 'pool') return this.#inlineDone('posix-device', device, r.bytes, r.ns, onProgress, r.helped);
         }
         const p = plan(size, true);
         const directFd = p.direct ? await this.#direct() : -1;
@@ -292,9 +292,10 @@ export class PenstockFile {
   }
 
   /** Records a read done on the calling thread (inline-read.ts) and settles it as the pool would. */
-  #inlineDone(route: 'posix-host' | 'posix-device', device: number | undefined, bytes: number, ns: number, onProgress: ((n: number) => void) | undefined): Promise<OpRecord> {
+  #inlineDone(route: 'posix-host' | 'posix-device', device: number | undefined, bytes: number, ns: number, onProgress: ((n: number) => void) | undefined, helped?: number): Promise<OpRecord> {
     const rec = recordOf(route, device, { bytes, tasks: 1, peakTasks: 1, routeShare: { tasks: 1, bytes, busyNs: ns, ioNs: ns, waitNs: 0 } }, false, false);
     rec.inline = true;
+    if (helped !== undefined) rec.helpedPieces = helped;
     this.#count(rec);
     if (!onProgress) return Promise.resolve(rec);
     // Progress comes after the call returns, as it does from the pool.

@@ -8,12 +8,13 @@
 import { performance } from 'node:perf_hooks';
 import { native } from './binding.js';
 import type { HostRegion } from './host-memory.js';
-import { INLINE_DEVICE_PIECE } from './transfer-plan.js';
+import { inlineDeviceSplit } from './transfer-plan.js';
+import { poolSpinnerCount } from './runtime.js';
 
 /** The outcome of one attempt. */
 export type CachedRead =
-  /** Every byte was read here, taking `ns` nanoseconds. */
-  | { bytes: number; ns: number }
+  /** Every byte was read here, taking `ns` nanoseconds; `helped` pieces of it by pool workers. */
+  | { bytes: number; ns: number; helped?: number }
   /** Not here: let the pool read it. */
   | 'pool'
   /** This file (its file system) does not support non-blocking reads: stop trying. */
@@ -28,15 +29,22 @@ export function readCached(fd: number, host: HostRegion, offset: number, size: n
   return outcome(native().readCached(fd, host.view, host.offset + offset, size, fileOffset), size, t0);
 }
 
+/** Where the addon says how many pieces of the last read helpers read (one per process: reads here are synchronous). */
+const report = new Uint32Array(1);
+
 /**
  * Reads `size` bytes at `fileOffset` into GPU memory at `devicePtr` on the calling thread, if
- * the page cache has them all: through the device's inline staging in pieces of
- * {@link INLINE_DEVICE_PIECE}, each piece's copy running under the next piece's pread, all of
- * them waited for here.
+ * the page cache has them all: through the device's inline staging in pieces, with the pool's
+ * spinning workers helping to read them as {@link inlineDeviceSplit} plans, each finished run
+ * of pieces copied while the rest are read, all of it waited for here.
  */
 export function readCachedToDevice(fd: number, device: number, devicePtr: bigint, size: number, fileOffset: number): CachedRead {
   const t0 = performance.now();
-  return outcome(native().readCachedToDevice(fd, device, devicePtr, size, fileOffset, INLINE_DEVICE_PIECE), size, t0);
+  const { piece, helpers, scratch } = inlineDeviceSplit(size, poolSpinnerCount());
+  report[0] = 0;
+  const r = outcome(native().readCachedToDevice(fd, device, devicePtr, size, fileOffset, piece, helpers, scratch, report), size, t0);
+  if (typeof r === 'object' && helpers > 0) r.helped = report[0]!;
+  return r;
 }
 
 /** What the native answer `r` (bytes, or -errno) to a read of `size` bytes started at `t0` means. */

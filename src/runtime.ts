@@ -44,9 +44,17 @@ export function configure(changes: Partial<Settings>): Readonly<Settings> {
 export function ensurePool(): void {
   const want = currentSettings().threads;
   if (poolThreads !== want) {
-    native().setThreads(want, POOL_SPIN_NS, poolSpinners(want, os.availableParallelism()));
+    spinnerCount = poolSpinners(want, os.availableParallelism());
+    native().setThreads(want, POOL_SPIN_NS, spinnerCount);
     poolThreads = want;
   }
+}
+
+let spinnerCount = 0;
+
+/** Pool workers that watch the queue before they sleep, as last set by {@link ensurePool} (0 before). */
+export function poolSpinnerCount(): number {
+  return spinnerCount;
 }
 
 let cuda: CudaStatus | undefined;

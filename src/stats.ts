@@ -83,6 +83,11 @@ export interface OpRecord extends WorkShare {
   direct?: boolean;
   /** The read was done on the calling thread by a non-blocking read from the page cache, not by the pool. */
   inline?: boolean;
+  /**
+   * Of an inline read into a GPU cut into pieces with help asked of the pool: how many pieces
+   * pool workers read (0: the calling thread read them all). Absent when no help was asked.
+   */
+  helpedPieces?: number;
   /** The most of its tasks that ran at once (its mapped share not counted). */
   peakTasks?: number;
   /** The share that the GPU copied straight out of page-cache pages (route `mapped-device`). */

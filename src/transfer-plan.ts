@@ -96,10 +96,31 @@ export function readsInline(s: Readonly<Settings>, size: number): boolean {
 
 /**
  * A device read on the calling thread goes through the GPU's inline staging in pieces of this
- * size: each piece's copy to the GPU runs while the next piece is read, and only the last one
- * is waited for after the reading (a 1 MiB read waited about 60 µs for its one copy on the H200).
+ * size when it reads alone: each piece's copy to the GPU runs while the next piece is read, and
+ * only the last one is waited for after the reading (a 1 MiB read waited about 60 µs for its one
+ * copy on the H200).
  */
 export const INLINE_DEVICE_PIECE = 256 * KiB;
+/** Reads smaller than this are read by the calling thread alone: one piece, nothing to share. */
+export const INLINE_HELPED_MIN = 2 * INLINE_DEVICE_PIECE;
+/**
+ * Pool workers asked to help read the pieces of a larger one. The reading is not what holds
+ * these reads back: the GPU's copies of the freshly read pieces are, and more helpers did not
+ * make them faster (`bench:timeline --only inline` on the H200, 1 MiB, µs: alone in 256 KiB
+ * pieces 85–94, one helper 75, three 102–104; 64 KiB pieces with 1, 3, 7, 15 helpers 90, 84,
+ * 87, 110).
+ */
+export const INLINE_HELPERS = 1;
+
+/**
+ * How a device read of `size` bytes on the calling thread is cut: bytes per piece, how many
+ * pool workers are asked to help read the pieces while this thread reads and copies (none when
+ * no worker watches the queue: `spinners`), and whether each piece goes through scratch.
+ */
+export function inlineDeviceSplit(size: number, spinners: number): { piece: number; helpers: number; scratch: boolean } {
+  const helpers = size >= INLINE_HELPED_MIN ? Math.min(spinners, INLINE_HELPERS, Math.ceil(size / INLINE_DEVICE_PIECE) - 1) : 0;
+  return { piece: INLINE_DEVICE_PIECE, helpers, scratch: false };
+}
 
 /**
  * Whether a device read of `size` bytes is first tried on the calling thread: preads from the

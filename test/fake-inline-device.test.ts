@@ -1,7 +1,8 @@
 /**
  * Small device reads on the calling thread (the fake driver): a cached read of up to
- * `inlineReadMax` bytes goes from the page cache through the GPU's inline staging in one
- * copy; anything that path cannot finish, or that would wait behind the pool, goes to the pool.
+ * `inlineReadMax` bytes goes from the page cache through the GPU's inline staging, in pieces
+ * that spinning pool workers help read from 256 KiB up; anything that path cannot finish, or
+ * that would wait behind the pool, goes to the pool.
  */
 import { useFakeDriver, makeFile, withEnv } from './helpers.js';
 useFakeDriver();
@@ -9,9 +10,14 @@ useFakeDriver();
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 const { DeviceBuffer, configure, getConfig, open, PenstockError } = await import('../src/index.js');
-const { INLINE_DEVICE_PIECE } = await import('../src/transfer-plan.js');
+const { INLINE_DEVICE_PIECE, INLINE_HELPED_MIN, inlineDeviceSplit } = await import('../src/transfer-plan.js');
+const { native } = await import('../src/binding.js');
+const { prepareDevice } = await import('../src/runtime.js');
+const fs = await import('node:fs');
 
 const initial = getConfig();
+/** The addon's own errors carry their record; the public API turns it into a PenstockError. */
+const recordCode = (code: string) => (e: unknown) => (e as { record?: { code?: string } }).record?.code === code;
 const INLINE_DEVICE_READ_MAX = initial.inlineReadMax;
 afterEach(() => configure(initial));
 const KiB = 1024;
@@ -108,19 +114,113 @@ describe('small device reads on the calling thread', () => {
   });
 
   test('a failed copy of a later piece is a typed CUDA error after every copy is waited for', async () => {
+    // Straight through the addon, without helpers: four pieces, so four copies, the third failing.
     const { file, data } = makeFile(4 * INLINE_DEVICE_PIECE);
-    await using f = await open(file, 'r', { compatMode: 'on' });
     using dev = DeviceBuffer.alloc(4 * INLINE_DEVICE_PIECE);
-    await withEnv({ FAKE_CUDA_FAIL_COPY_AFTER: '2:inline-piece' }, async () => {
-      await assert.rejects(f.read(dev), (e: unknown) => {
-        assert.ok(e instanceof PenstockError);
-        assert.equal((e as { code: string }).code, 'CUDA_ERROR_ILLEGAL_ADDRESS');
-        return true;
+    prepareDevice(0);
+    const fd = fs.openSync(file, 'r');
+    try {
+      const report = new Uint32Array(1);
+      await withEnv({ FAKE_CUDA_FAIL_COPY_AFTER: '2:inline-piece' }, async () => {
+        assert.throws(() => native().readCachedToDevice(fd, 0, dev.ptr, dev.byteLength, 0, INLINE_DEVICE_PIECE, 0, false, report), recordCode('CUDA_ERROR_ILLEGAL_ADDRESS'));
       });
+      assert.equal(report[0], 0, 'no helpers asked, none read');
+      // The staging is free again: the same call now moves every byte.
+      assert.equal(native().readCachedToDevice(fd, 0, dev.ptr, dev.byteLength, 0, INLINE_DEVICE_PIECE, 0, false, report), dev.byteLength);
+      assert.ok((await dev.toBuffer()).equals(data));
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
+
+  test('with helpers, a failed copy is a typed CUDA error once every piece and copy is done, and the next read works', async () => {
+    const size = 4 * INLINE_DEVICE_PIECE;
+    const { file, data } = makeFile(size);
+    await using f = await open(file, 'r', { compatMode: 'on' });
+    using dev = DeviceBuffer.alloc(size);
+    await withEnv({ FAKE_CUDA_FAIL_COPY_AFTER: '0:inline-helped' }, async () => {
+      await assert.rejects(f.read(dev), { code: 'CUDA_ERROR_ILLEGAL_ADDRESS' });
     });
     const rec = await f.readRecorded(dev);
     assert.equal(rec.inline, true);
     assert.ok((await dev.toBuffer()).equals(data));
+  });
+
+  test('from two pieces up, pool workers help read them: byte-exact, and the record says how many they read', async () => {
+    configure({ threads: 4 });
+    const size = INLINE_DEVICE_READ_MAX;
+    const { piece, helpers } = inlineDeviceSplit(size, 4);
+    assert.equal(piece, INLINE_DEVICE_PIECE);
+    assert.ok(helpers >= 1);
+    const pieces = Math.ceil(size / piece);
+    const { file, data } = makeFile(size + 3 * piece);
+    await using f = await open(file, 'r', { compatMode: 'on' });
+    using dev = DeviceBuffer.alloc(size + 2 * 4096);
+    const helped: number[] = [];
+    // Whether a worker comes in time for a piece depends on the scheduler: read until one has.
+    for (let i = 0; i < 400 && !helped.some((n) => n > 0); i++) {
+      await dev.copyFrom(Buffer.alloc(dev.byteLength, 0xee));
+      const fileOffset = (i % 3) * piece + (i % 2) * 4095;
+      const rec = await f.readRecorded(dev, { fileOffset, targetOffset: 4096, size });
+      assert.equal(rec.inline, true);
+      assert.equal(rec.bytes, size);
+      assert.equal(typeof rec.helpedPieces, 'number');
+      assert.ok(rec.helpedPieces! >= 0 && rec.helpedPieces! <= pieces, `${rec.helpedPieces} of ${pieces} pieces`);
+      helped.push(rec.helpedPieces!);
+      const back = await dev.toBuffer();
+      assert.ok(back.subarray(4096, 4096 + size).equals(data.subarray(fileOffset, fileOffset + size)), `read ${i}`);
+      assert.ok(back.subarray(0, 4096).every((b) => b === 0xee) && back.subarray(4096 + size).every((b) => b === 0xee), 'around the range untouched');
+    }
+    assert.ok(helped.some((n) => n > 0), `helpers read no piece in ${helped.length} reads`);
+    // Below the helped minimum the calling thread reads alone, and the record says no help was asked.
+    const small = await f.readRecorded(dev, { size: INLINE_HELPED_MIN - 4096 });
+    assert.equal(small.inline, true);
+    assert.equal(small.helpedPieces, undefined);
+  });
+
+  test('through scratch, with and without helpers, every piece lands byte-exact and nothing around it is touched', async () => {
+    const { file, data } = makeFile(INLINE_DEVICE_READ_MAX + 8192);
+    using dev = DeviceBuffer.alloc(INLINE_DEVICE_READ_MAX + 8192);
+    prepareDevice(0);
+    const fd = fs.openSync(file, 'r');
+    try {
+      const report = new Uint32Array(1);
+      for (const [size, piece, helpers] of [[INLINE_DEVICE_READ_MAX, 64 * KiB, 3], [300 * KiB + 5, 64 * KiB, 0], [777, 256, 2], [INLINE_DEVICE_READ_MAX, 256 * KiB, 1]] as const) {
+        await dev.copyFrom(Buffer.alloc(dev.byteLength, 0xee));
+        const fileOffset = 4095;
+        assert.equal(native().readCachedToDevice(fd, 0, dev.ptr + 4096n, size, fileOffset, piece, helpers, true, report), size, `${size}`);
+        assert.ok(report[0]! <= Math.ceil(size / piece));
+        if (helpers === 0) assert.equal(report[0], 0);
+        const back = await dev.toBuffer();
+        assert.ok(back.subarray(4096, 4096 + size).equals(data.subarray(fileOffset, fileOffset + size)), `${size} in pieces of ${piece}`);
+        assert.ok(back.subarray(0, 4096).every((b) => b === 0xee) && back.subarray(4096 + size).every((b) => b === 0xee), 'around the range untouched');
+      }
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
+
+  test('the addon refuses helpers out of range, a report that is not a Uint32Array, and more than 1024 pieces', async () => {
+    const { file } = makeFile(64 * KiB);
+    using dev = DeviceBuffer.alloc(64 * KiB);
+    prepareDevice(0);
+    const fd = fs.openSync(file, 'r');
+    try {
+      const call = (piece: number, helpers: number, report: unknown, scratch: unknown = false, size = 64 * KiB) =>
+        native().readCachedToDevice(fd, 0, dev.ptr, size, 0, piece, helpers, scratch as boolean, report as Uint32Array);
+      const bad = recordCode('ERR_PENSTOCK_INVALID_ARGUMENT');
+      assert.throws(() => call(4096, -1, new Uint32Array(1)), bad);
+      assert.throws(() => call(4096, 65, new Uint32Array(1)), bad);
+      assert.throws(() => call(4096, 1.5, new Uint32Array(1)), bad);
+      assert.throws(() => call(4096, 1, new Int32Array(1)), bad);
+      assert.throws(() => call(4096, 1, new Uint32Array(0)), bad);
+      assert.throws(() => call(4096, 1, [0]), bad);
+      assert.throws(() => call(63, 1, new Uint32Array(1)), bad, '1041 pieces');
+      assert.throws(() => call(4096, 1, new Uint32Array(1), 1), bad, 'scratch is a boolean');
+      assert.equal(call(64, 2, new Uint32Array(1)), 64 * KiB, '1024 pieces of 64 bytes');
+    } finally {
+      fs.closeSync(fd);
+    }
   });
 
   test('a failed copy is a typed CUDA error, and the next read works', async () => {

@@ -1,17 +1,23 @@
 // A small read done on the calling thread when the page cache holds it: one preadv2 with
 // RWF_NOWAIT, which never waits for the disk (it fails with EAGAIN instead), and for a GPU target
-// one copy from the device's inline staging. TypeScript decides when to try it and falls back to
+// copies from the device's inline staging. TypeScript decides when to try it and falls back to
 // the pool when it does not move every byte.
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <climits>
+#include <memory>
 
 #include "args.h"
 #include "device.h"
 #include "errors.h"
 #include "host_view.h"
 #include "inline_read.h"
+#include "posix_io.h"
+#include "stream_copy.h"
+#include "thread_pool.h"
 
 namespace penstock {
 
@@ -26,6 +32,69 @@ ssize_t PreadNoWait(int fd, char* data, uint64_t size, uint64_t fileOffset) {
   return r < 0 ? -errno : r;
 }
 
+inline void Pause() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// The pieces of one read into the inline staging, claimed in order by the calling thread and by
+// the pool workers that help it. Shared by ownership: a helper that reaches it after the read is
+// over finds every piece claimed and touches nothing else (not the staging, not the file).
+struct PieceBoard {
+  static constexpr int64_t kPending = INT64_MIN;
+  static constexpr int64_t kSkipped = INT64_MIN + 1;
+
+  PieceBoard(int fd, char* buffer, uint64_t size, uint64_t fileOffset, uint64_t piece, bool throughScratch)
+      : fd(fd), buffer(buffer), size(size), fileOffset(fileOffset), piece(piece), throughScratch(throughScratch),
+        pieces(static_cast<uint32_t>((size + piece - 1) / piece)), got(new std::atomic<int64_t>[pieces]) {
+    for (uint32_t i = 0; i < pieces; ++i) got[i].store(kPending, std::memory_order_relaxed);
+  }
+
+  uint64_t Length(uint32_t i) const { return std::min(piece, size - i * piece); }
+
+  // Claims and reads one piece; false once every piece is claimed. After a short piece the rest
+  // are skipped, not read: the pool will read the whole range again anyway.
+  bool ReadOne(bool helper) {
+    uint32_t i = next.fetch_add(1, std::memory_order_relaxed);
+    if (i >= pieces) return false;
+    int64_t r = kSkipped;
+    if (!stop.load(std::memory_order_relaxed)) {
+      if (helper) helped.fetch_add(1, std::memory_order_relaxed);
+      r = ReadPiece(buffer + i * piece, Length(i), fileOffset + i * piece);
+      if (r < 0) {
+        int none = 0;
+        firstError.compare_exchange_strong(none, static_cast<int>(-r), std::memory_order_relaxed);
+      }
+      if (r != static_cast<int64_t>(Length(i))) stop.store(true, std::memory_order_relaxed);
+    }
+    got[i].store(r, std::memory_order_release);
+    return true;
+  }
+
+  // Through scratch, the piece is read into this thread's cache-sized scratch and streamed into
+  // the staging with non-temporal stores: the GPU's copy then reads it from memory, not from
+  // cache lines the pread left dirty, which it reads far slower.
+  int64_t ReadPiece(char* to, uint64_t n, uint64_t at) const {
+    if (!throughScratch) return PreadNoWait(fd, to, n, at);
+    char* scratch = Scratch(n);
+    if (!scratch) return -ENOMEM;
+    int64_t r = PreadNoWait(fd, scratch, n, at);
+    if (r > 0) StreamCopy(to, scratch, static_cast<size_t>(r));
+    return r;
+  }
+
+  const int fd;
+  char* const buffer;
+  const uint64_t size, fileOffset, piece;
+  const bool throughScratch;
+  const uint32_t pieces;
+  std::unique_ptr<std::atomic<int64_t>[]> got;  // per piece: bytes, -errno, kPending or kSkipped
+  std::atomic<uint32_t> next{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int> firstError{0};
+  std::atomic<uint32_t> helped{0};  // pieces read by helpers  // the errno of the first piece that failed, 0 while none has
+};
 
 // readCached(fd, view, viewOffset, size, fileOffset): bytes read (possibly short), or -errno.
 // Holds no lock and allocates nothing, so it costs one system call and the copy.
@@ -41,52 +110,85 @@ Napi::Value ReadCached(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, static_cast<double>(PreadNoWait(fd, view.data + at, size, fileOffset)));
 }
 
-// readCachedToDevice(fd, device, devicePtr, size, fileOffset, piece): `size` bytes (all of
-// them), or -errno, or a short count. The read goes in pieces of `piece` bytes (planned in
-// TypeScript), each copied to the GPU on the inline stream as soon as it is read, so the copies
-// run under the later preads; all of them are waited for here before it returns, whatever the
-// outcome, so nothing of it is in flight when the pool takes over a read it could not finish.
-// Another thread using the device's inline staging gives -EBUSY: the pool then takes the read.
+// The most pool workers one read may ask for help, and the most pieces it may be cut into.
+constexpr int kMaxHelpers = 64;
+constexpr uint64_t kMaxPieces = 1024;
+
+// readCachedToDevice(fd, device, devicePtr, size, fileOffset, piece, helpers, scratch, report):
+// `size` bytes (all of them), or -errno, or a short count; report[0] is set to the pieces that
+// helpers read. The read goes in pieces of `piece` bytes, claimed in order by this thread and by
+// `helpers` tasks queued to the pool, each read straight into the staging or through scratch
+// (all planned in TypeScript). This thread copies each finished prefix to the GPU on the inline stream as soon
+// as it has it, so the copies run under the later preads; every piece and every copy is waited
+// for here before it returns, whatever the outcome, so nothing of it is in flight when the pool
+// takes over a read it could not finish. Another thread using the device's inline staging gives
+// -EBUSY: the pool then takes the read.
 Napi::Value ReadCachedToDevice(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info.Length() != 6) ThrowBadArgument(env, "readCachedToDevice(fd, device, devicePtr, size, fileOffset, piece)");
+  if (info.Length() != 9) ThrowBadArgument(env, "readCachedToDevice(fd, device, devicePtr, size, fileOffset, piece, helpers, scratch, report)");
   int fd = ArgInt(info[0], "fd", 0, INT32_MAX);
   int device = ArgInt(info[1], "device", 0, INT32_MAX);
   CUdeviceptr dst = ArgPtr(info[2], "devicePtr");
   uint64_t size = ReadCount(info[3], "size");
   uint64_t fileOffset = ReadCount(info[4], "fileOffset");
   uint64_t piece = ReadCount(info[5], "piece");
+  int helpers = ArgInt(info[6], "helpers", 0, kMaxHelpers);
+  bool throughScratch = ArgBool(info[7], "scratch");
   if (piece == 0) ThrowBadArgument(env, "piece must be positive");
+  if (!info[8].IsTypedArray() || info[8].As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array || info[8].As<Napi::TypedArray>().ElementLength() < 1)
+    ThrowBadArgument(env, "report must be a Uint32Array of at least one element");
+  Napi::Uint32Array report = info[8].As<Napi::Uint32Array>();
   DeviceState* d = PreparedDevice(device);
   if (!d) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared"));
   InlineStaging& in = d->inlineStaging;
   std::unique_lock<std::mutex> use(in.mutex, std::try_to_lock);
   if (!use.owns_lock()) return Napi::Number::New(env, -EBUSY);
   if (size == 0 || size > in.bytes) ThrowBadArgument(env, "size must be between 1 and the device's inline staging");
+  if ((size + piece - 1) / piece > kMaxPieces) ThrowBadArgument(env, "piece is too small for size (at most 1024 pieces)");
   ContextGuard guard(d->ctx);
-  ssize_t got = 0;
+  auto board = std::make_shared<PieceBoard>(fd, in.buffer, size, fileOffset, piece, throughScratch);
+  for (int h = 0; h < helpers && h + 1 < static_cast<int>(board->pieces); ++h)
+    ThreadPool::Instance().Submit([board] { while (board->ReadOne(true)) {} });
+  // Copies go out in piece order, each covering the whole pieces finished since the last one.
+  uint32_t copied = 0;
+  bool stopped = false, issued = false;
   ErrorRecord e;
-  bool issued = false;
-  for (uint64_t at = 0; at < size && e.ok();) {
-    uint64_t n = std::min(piece, size - at);
-    ssize_t r = PreadNoWait(fd, in.buffer + at, n, fileOffset + at);
-    if (r < 0) {
-      got = r;
-      break;
+  auto issueReady = [&](bool wait) {
+    uint32_t from = copied;
+    while (copied < board->pieces && !stopped) {
+      int64_t r = board->got[copied].load(std::memory_order_acquire);
+      if (r == PieceBoard::kPending) {
+        if (!wait) break;
+        Pause();  // a helper is reading it: one pread from the page cache
+        continue;
+      }
+      if (r == static_cast<int64_t>(board->Length(copied))) ++copied;
+      else stopped = true;
     }
-    if (r > 0) {
-      e = PENSTOCK_CUDA(MemcpyHtoDAsync, dst + at, in.buffer + at, static_cast<size_t>(r), in.stream);
+    if (copied > from && e.ok()) {
+      uint64_t at = from * piece, end = std::min(size, copied * piece);
+      e = PENSTOCK_CUDA(MemcpyHtoDAsync, dst + at, in.buffer + at, static_cast<size_t>(end - at), in.stream);
       issued = issued || e.ok();
+      if (!e.ok()) board->stop.store(true, std::memory_order_relaxed);  // no more reading for nothing
     }
-    got += r;
-    if (static_cast<uint64_t>(r) < n) break;  // not cached, or the end of the file: the pool reads it all
-    at += n;
-  }
+  };
+  while (board->ReadOne(false)) issueReady(false);
+  issueReady(true);
+  // Every piece is claimed: wait for the ones helpers still hold (they write into the staging).
+  for (uint32_t i = copied; i < board->pieces; ++i)
+    while (board->got[i].load(std::memory_order_acquire) == PieceBoard::kPending) Pause();
   if (issued) {
     ErrorRecord waited = PENSTOCK_CUDA(StreamSynchronize, in.stream);
     if (e.ok()) e = waited;
   }
+  report[0] = board->helped.load(std::memory_order_relaxed);
   if (!e.ok()) ThrowRecord(env, e);
+  // An error of any piece wins (TypeScript tells "not supported" from "not cached" by it); else
+  // the bytes of the first pieces that arrived whole, and of the one that came short.
+  int firstError = board->firstError.load(std::memory_order_relaxed);
+  if (firstError) return Napi::Number::New(env, -firstError);
+  int64_t got = std::min(size, copied * piece);
+  if (copied < board->pieces) got += std::max<int64_t>(0, board->got[copied].load(std::memory_order_acquire));
   return Napi::Number::New(env, static_cast<double>(got));
 }
 
