@@ -101,25 +101,29 @@ export function readsInline(s: Readonly<Settings>, size: number): boolean {
  * copy on the H200).
  */
 export const INLINE_DEVICE_PIECE = 256 * KiB;
-/** Reads smaller than this are read by the calling thread alone: one piece, nothing to share. */
-export const INLINE_HELPED_MIN = 2 * INLINE_DEVICE_PIECE;
 /**
- * Pool workers asked to help read the pieces of a larger one. The reading is not what holds
- * these reads back: the GPU's copies of the freshly read pieces are, and more helpers did not
- * make them faster (`bench:timeline --only inline` on the H200, 1 MiB, µs: alone in 256 KiB
- * pieces 85–94, one helper 75, three 102–104; 64 KiB pieces with 1, 3, 7, 15 helpers 90, 84,
- * 87, 110).
+ * With helpers, pieces of this size, each read into the reader's cache-sized scratch and
+ * streamed into the staging with non-temporal stores. Read straight into the staging, a piece
+ * leaves its cache lines dirty and the GPU's copy of it crawls; more helpers then gain nothing.
+ * `bench:timeline --only inline` on the H200, 1 MiB, µs: alone in 256 KiB pieces 106–116; 64 KiB
+ * pieces with 1, 3, 7, 15 helpers 97–99, 94–98, 98–102, 130–144; through scratch 83, 66–70,
+ * 74–75, 107–112 (results/timeline-h200-13-inline.txt).
  */
-export const INLINE_HELPERS = 1;
+export const INLINE_HELPED_PIECE = 64 * KiB;
+/** The most helpers one read asks for (the same runs: three beat one and seven). */
+export const INLINE_MAX_HELPERS = 3;
 
 /**
  * How a device read of `size` bytes on the calling thread is cut: bytes per piece, how many
- * pool workers are asked to help read the pieces while this thread reads and copies (none when
- * no worker watches the queue: `spinners`), and whether each piece goes through scratch.
+ * pool workers are asked to help read the pieces while this thread reads and copies, and
+ * whether each piece goes through scratch. Helpers are asked only where some watch the queue
+ * (`spinners`, poolSpinners) and there are at least two pieces for each reader (256 KiB:
+ * 31.6 µs with one helper against 37 alone; alone, scratch only costs: 46 against 37).
  */
 export function inlineDeviceSplit(size: number, spinners: number): { piece: number; helpers: number; scratch: boolean } {
-  const helpers = size >= INLINE_HELPED_MIN ? Math.min(spinners, INLINE_HELPERS, Math.ceil(size / INLINE_DEVICE_PIECE) - 1) : 0;
-  return { piece: INLINE_DEVICE_PIECE, helpers, scratch: false };
+  const helpers = Math.min(spinners, INLINE_MAX_HELPERS, Math.floor(size / INLINE_HELPED_PIECE / 2) - 1);
+  if (helpers < 1) return { piece: INLINE_DEVICE_PIECE, helpers: 0, scratch: false };
+  return { piece: INLINE_HELPED_PIECE, helpers, scratch: true };
 }
 
 /**

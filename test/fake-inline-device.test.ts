@@ -10,7 +10,7 @@ useFakeDriver();
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 const { DeviceBuffer, configure, getConfig, open, PenstockError } = await import('../src/index.js');
-const { INLINE_DEVICE_PIECE, INLINE_HELPED_MIN, inlineDeviceSplit } = await import('../src/transfer-plan.js');
+const { INLINE_DEVICE_PIECE, INLINE_HELPED_PIECE, inlineDeviceSplit } = await import('../src/transfer-plan.js');
 const { native } = await import('../src/binding.js');
 const { prepareDevice } = await import('../src/runtime.js');
 const fs = await import('node:fs');
@@ -146,11 +146,11 @@ describe('small device reads on the calling thread', () => {
     assert.ok((await dev.toBuffer()).equals(data));
   });
 
-  test('from two pieces up, pool workers help read them: byte-exact, and the record says how many they read', async () => {
+  test('from 256 KiB up, pool workers help read the pieces: byte-exact, and the record says how many they read', async () => {
     configure({ threads: 4 });
     const size = INLINE_DEVICE_READ_MAX;
     const { piece, helpers } = inlineDeviceSplit(size, 4);
-    assert.equal(piece, INLINE_DEVICE_PIECE);
+    assert.equal(piece, INLINE_HELPED_PIECE);
     assert.ok(helpers >= 1);
     const pieces = Math.ceil(size / piece);
     const { file, data } = makeFile(size + 3 * piece);
@@ -173,7 +173,7 @@ describe('small device reads on the calling thread', () => {
     }
     assert.ok(helped.some((n) => n > 0), `helpers read no piece in ${helped.length} reads`);
     // Below the helped minimum the calling thread reads alone, and the record says no help was asked.
-    const small = await f.readRecorded(dev, { size: INLINE_HELPED_MIN - 4096 });
+    const small = await f.readRecorded(dev, { size: 4 * INLINE_HELPED_PIECE - 4096 });
     assert.equal(small.inline, true);
     assert.equal(small.helpedPieces, undefined);
   });

@@ -9,7 +9,7 @@ import { configure, getConfig, open } from '../src/index.js';
 import { defaults } from '../src/config.js';
 import {
   DEVICE_SCRATCH_MAX, DEVICE_TASK_FLOOR, GATHER_COPY, GATHER_MIN, GATHER_STAGE, GATHER_STREAMS, GATHER_TASK, planDeviceRead, planGather, deviceReadTaskSize, deviceStageScratch, DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
-  taskSizeFor, hostStagePiece,
+  taskSizeFor, hostStagePiece, inlineDeviceSplit, INLINE_DEVICE_PIECE, INLINE_HELPED_PIECE, INLINE_MAX_HELPERS,
 } from '../src/transfer-plan.js';
 import { makeFile } from './helpers.js';
 
@@ -94,6 +94,18 @@ describe('task sizes', () => {
     assert.deepEqual(planDeviceRead(s(16), 16 * MiB, false, false), g);
     assert.deepEqual(planDeviceRead(s(16), 16 * MiB, false, true), { taskSize: deviceReadTaskSize(s(16), 16 * MiB), gatherCopy: 0, gatherStreams: 0 }, 'not beside a mapped share');
     assert.equal(planDeviceRead(s(16), 256 * MiB, false, false).gatherCopy, 0);
+  });
+
+  test('inline device reads: from two pieces a reader, spinning workers help, through scratch; below, the calling thread alone', () => {
+    const helped = (helpers: number) => ({ piece: INLINE_HELPED_PIECE, helpers, scratch: true });
+    const alone = { piece: INLINE_DEVICE_PIECE, helpers: 0, scratch: false };
+    assert.deepEqual(inlineDeviceSplit(1 * MiB, 4), helped(INLINE_MAX_HELPERS));
+    assert.deepEqual(inlineDeviceSplit(4 * INLINE_HELPED_PIECE, 4), helped(1));
+    assert.deepEqual(inlineDeviceSplit(6 * INLINE_HELPED_PIECE, 4), helped(2));
+    assert.deepEqual(inlineDeviceSplit(4 * INLINE_HELPED_PIECE - 1, 4), alone);
+    assert.deepEqual(inlineDeviceSplit(4096, 4), alone);
+    assert.deepEqual(inlineDeviceSplit(1 * MiB, 1), helped(1), 'no more helpers than workers watching the queue');
+    assert.deepEqual(inlineDeviceSplit(1 * MiB, 0), alone, 'none watching: alone');
   });
 
   test('write scratch only beside other writers: not for one runner, not for a one-task write', () => {
