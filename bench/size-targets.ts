@@ -52,7 +52,7 @@ export function sizeTargets(r: SuiteReport): TargetRow[] {
   t.push(check('batched random 4 KiB → GPU vs Promise.all of single reads', '≥ 10×', b && all ? b.medianGBps! / all.medianGBps! : undefined, (v) => v >= 10, formatRatio, gpu));
   const scattered = row(r, 'batch', 'penstock-batch-scattered', bytes, 'device');
   if (scattered) {
-    const note = 'each range at a shuffled slot of the target: into a GPU, a copy per range';
+    const note = 'each range at every other slot of the target, shuffled: no two adjacent, so a copy per range';
     t.push({ ...check('batched random 4 KiB → GPU, scattered targets', 'reported', scattered.rangesPerSecond, () => true, (v) => `${(v / 1e6).toFixed(2)} M/s`, gpu), note });
   }
   const bh = row(r, 'batch', 'penstock-batch', bytes, 'host');
