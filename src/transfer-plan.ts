@@ -110,18 +110,28 @@ export const INLINE_DEVICE_PIECE = 256 * KiB;
  * 74–75, 107–112 (results/timeline-h200-13-inline.txt).
  */
 export const INLINE_HELPED_PIECE = 64 * KiB;
-/** The most helpers one read asks for (the same runs: three beat one and seven). */
-export const INLINE_MAX_HELPERS = 3;
+/**
+ * The most helpers one read asks for by default: none for now. Three was the fastest measured
+ * (the same runs: 69.7 µs against 115.7 alone), but processes that made such reads then
+ * crashed at exit now and then on the H200 (11 of 40 exits; with the calling thread's scratch
+ * no longer thread-local, 1 of 40). The scratch is now one slot per reader in the staging, with
+ * no thread-local memory at all, and that has not yet run on a GPU; until exits after helped
+ * reads are seen clean there, reads on the calling thread go alone, as before.
+ */
+export const INLINE_MAX_HELPERS = 0;
+/** How many helpers were measured fastest, for when {@link INLINE_MAX_HELPERS} is raised to it. */
+export const INLINE_FASTEST_HELPERS = 3;
 
 /**
  * How a device read of `size` bytes on the calling thread is cut: bytes per piece, how many
  * pool workers are asked to help read the pieces while this thread reads and copies, and
  * whether each piece goes through scratch. Helpers are asked only where some watch the queue
- * (`spinners`, poolSpinners) and there are at least two pieces for each reader (256 KiB:
- * 31.6 µs with one helper against 37 alone; alone, scratch only costs: 46 against 37).
+ * (`spinners`, poolSpinners), up to `maxHelpers`, and where there are at least two pieces for
+ * each reader (256 KiB: 31.6 µs with one helper against 37 alone; alone, scratch only costs:
+ * 46 against 37).
  */
-export function inlineDeviceSplit(size: number, spinners: number): { piece: number; helpers: number; scratch: boolean } {
-  const helpers = Math.min(spinners, INLINE_MAX_HELPERS, Math.floor(size / INLINE_HELPED_PIECE / 2) - 1);
+export function inlineDeviceSplit(size: number, spinners: number, maxHelpers: number = INLINE_MAX_HELPERS): { piece: number; helpers: number; scratch: boolean } {
+  const helpers = Math.min(spinners, maxHelpers, Math.floor(size / INLINE_HELPED_PIECE / 2) - 1);
   if (helpers < 1) return { piece: INLINE_DEVICE_PIECE, helpers: 0, scratch: false };
   return { piece: INLINE_HELPED_PIECE, helpers, scratch: true };
 }

@@ -134,48 +134,58 @@ describe('small device reads on the calling thread', () => {
   });
 
   test('with helpers, a failed copy is a typed CUDA error once every piece and copy is done, and the next read works', async () => {
-    const size = 4 * INLINE_DEVICE_PIECE;
+    const size = 16 * INLINE_HELPED_PIECE;
     const { file, data } = makeFile(size);
-    await using f = await open(file, 'r', { compatMode: 'on' });
     using dev = DeviceBuffer.alloc(size);
-    await withEnv({ FAKE_CUDA_FAIL_COPY_AFTER: '0:inline-helped' }, async () => {
-      await assert.rejects(f.read(dev), { code: 'CUDA_ERROR_ILLEGAL_ADDRESS' });
-    });
-    const rec = await f.readRecorded(dev);
-    assert.equal(rec.inline, true);
-    assert.ok((await dev.toBuffer()).equals(data));
+    prepareDevice(0);
+    const fd = fs.openSync(file, 'r');
+    try {
+      const report = new Uint32Array(1);
+      const read = () => native().readCachedToDevice(fd, 0, dev.ptr, size, 0, INLINE_HELPED_PIECE, 3, true, report);
+      await withEnv({ FAKE_CUDA_FAIL_COPY_AFTER: '0:inline-helped' }, async () => {
+        assert.throws(read, recordCode('CUDA_ERROR_ILLEGAL_ADDRESS'));
+      });
+      assert.equal(read(), size);
+      assert.ok((await dev.toBuffer()).equals(data));
+    } finally {
+      fs.closeSync(fd);
+    }
   });
 
-  test('from 256 KiB up, pool workers help read the pieces: byte-exact, and the record says how many they read', async () => {
+  test('pool workers asked to help read pieces do read some: byte-exact, and the report says how many', async () => {
     configure({ threads: 4 });
     const size = INLINE_DEVICE_READ_MAX;
-    const { piece, helpers } = inlineDeviceSplit(size, 4);
-    assert.equal(piece, INLINE_HELPED_PIECE);
-    assert.ok(helpers >= 1);
+    const piece = INLINE_HELPED_PIECE;
     const pieces = Math.ceil(size / piece);
     const { file, data } = makeFile(size + 3 * piece);
-    await using f = await open(file, 'r', { compatMode: 'on' });
     using dev = DeviceBuffer.alloc(size + 2 * 4096);
-    const helped: number[] = [];
-    // Whether a worker comes in time for a piece depends on the scheduler: read until one has.
-    for (let i = 0; i < 400 && !helped.some((n) => n > 0); i++) {
-      await dev.copyFrom(Buffer.alloc(dev.byteLength, 0xee));
-      const fileOffset = (i % 3) * piece + (i % 2) * 4095;
-      const rec = await f.readRecorded(dev, { fileOffset, targetOffset: 4096, size });
-      assert.equal(rec.inline, true);
-      assert.equal(rec.bytes, size);
-      assert.equal(typeof rec.helpedPieces, 'number');
-      assert.ok(rec.helpedPieces! >= 0 && rec.helpedPieces! <= pieces, `${rec.helpedPieces} of ${pieces} pieces`);
-      helped.push(rec.helpedPieces!);
-      const back = await dev.toBuffer();
-      assert.ok(back.subarray(4096, 4096 + size).equals(data.subarray(fileOffset, fileOffset + size)), `read ${i}`);
-      assert.ok(back.subarray(0, 4096).every((b) => b === 0xee) && back.subarray(4096 + size).every((b) => b === 0xee), 'around the range untouched');
+    prepareDevice(0);
+    const fd = fs.openSync(file, 'r');
+    try {
+      const report = new Uint32Array(1);
+      const helped: number[] = [];
+      // Whether a worker comes in time for a piece depends on the scheduler: read until one has.
+      for (let i = 0; i < 400 && !helped.some((n) => n > 0); i++) {
+        await dev.copyFrom(Buffer.alloc(dev.byteLength, 0xee));
+        const fileOffset = (i % 3) * piece + (i % 2) * 4095;
+        const scratch = i % 2 === 0;
+        assert.equal(native().readCachedToDevice(fd, 0, dev.ptr + 4096n, size, fileOffset, piece, 3, scratch, report), size);
+        assert.ok(report[0]! <= pieces, `${report[0]} of ${pieces} pieces`);
+        helped.push(report[0]!);
+        const back = await dev.toBuffer();
+        assert.ok(back.subarray(4096, 4096 + size).equals(data.subarray(fileOffset, fileOffset + size)), `read ${i}`);
+        assert.ok(back.subarray(0, 4096).every((b) => b === 0xee) && back.subarray(4096 + size).every((b) => b === 0xee), 'around the range untouched');
+      }
+      assert.ok(helped.some((n) => n > 0), `helpers read no piece in ${helped.length} reads`);
+    } finally {
+      fs.closeSync(fd);
     }
-    assert.ok(helped.some((n) => n > 0), `helpers read no piece in ${helped.length} reads`);
-    // Below the helped minimum the calling thread reads alone, and the record says no help was asked.
-    const small = await f.readRecorded(dev, { size: 4 * INLINE_HELPED_PIECE - 4096 });
-    assert.equal(small.inline, true);
-    assert.equal(small.helpedPieces, undefined);
+    // The default plan asks for no help, and the record of a read then has no helpedPieces.
+    assert.deepEqual(inlineDeviceSplit(size, 4), { piece: INLINE_DEVICE_PIECE, helpers: 0, scratch: false });
+    await using f = await open(file, 'r', { compatMode: 'on' });
+    const rec = await f.readRecorded(dev, { size });
+    assert.equal(rec.inline, true);
+    assert.equal(rec.helpedPieces, undefined);
   });
 
   test('through scratch, with and without helpers, every piece lands byte-exact and nothing around it is touched', async () => {

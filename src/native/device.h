@@ -32,6 +32,12 @@ struct InlineStaging {
   char* buffer = nullptr;
   size_t bytes = 0;
   CUstream stream = nullptr;
+  // Scratch for pieces read through scratch: a slot per reader, the calling thread's and each
+  // helper's (grown on demand, never freed). Not the thread-local scratch of the pool's tasks:
+  // a JS thread's thread-local objects are destroyed as the process exits, and with the CUDA
+  // driver loaded, exits after such reads crashed now and then on an H200.
+  char* scratch = nullptr;
+  size_t scratchBytes = 0;
 };
 
 // Mid-size staged reads into this GPU (gather_read.cc): one pinned stage that covers the whole

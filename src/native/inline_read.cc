@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <climits>
 #include <memory>
 
@@ -15,7 +16,6 @@
 #include "errors.h"
 #include "host_view.h"
 #include "inline_read.h"
-#include "posix_io.h"
 #include "stream_copy.h"
 #include "thread_pool.h"
 
@@ -45,8 +45,8 @@ struct PieceBoard {
   static constexpr int64_t kPending = INT64_MIN;
   static constexpr int64_t kSkipped = INT64_MIN + 1;
 
-  PieceBoard(int fd, char* buffer, uint64_t size, uint64_t fileOffset, uint64_t piece, bool throughScratch)
-      : fd(fd), buffer(buffer), size(size), fileOffset(fileOffset), piece(piece), throughScratch(throughScratch),
+  PieceBoard(int fd, char* buffer, uint64_t size, uint64_t fileOffset, uint64_t piece, char* scratch)
+      : fd(fd), buffer(buffer), size(size), fileOffset(fileOffset), piece(piece), scratch(scratch),
         pieces(static_cast<uint32_t>((size + piece - 1) / piece)), got(new std::atomic<int64_t>[pieces]) {
     for (uint32_t i = 0; i < pieces; ++i) got[i].store(kPending, std::memory_order_relaxed);
   }
@@ -55,13 +55,14 @@ struct PieceBoard {
 
   // Claims and reads one piece; false once every piece is claimed. After a short piece the rest
   // are skipped, not read: the pool will read the whole range again anyway.
-  bool ReadOne(bool helper) {
+  // `reader`: 0 for the calling thread, 1 + i for the i-th helper (its slot of the scratch).
+  bool ReadOne(int reader) {
     uint32_t i = next.fetch_add(1, std::memory_order_relaxed);
     if (i >= pieces) return false;
     int64_t r = kSkipped;
     if (!stop.load(std::memory_order_relaxed)) {
-      if (helper) helped.fetch_add(1, std::memory_order_relaxed);
-      r = ReadPiece(buffer + i * piece, Length(i), fileOffset + i * piece);
+      if (reader > 0) helped.fetch_add(1, std::memory_order_relaxed);
+      r = ReadPiece(buffer + i * piece, Length(i), fileOffset + i * piece, reader);
       if (r < 0) {
         int none = 0;
         firstError.compare_exchange_strong(none, static_cast<int>(-r), std::memory_order_relaxed);
@@ -72,22 +73,21 @@ struct PieceBoard {
     return true;
   }
 
-  // Through scratch, the piece is read into this thread's cache-sized scratch and streamed into
-  // the staging with non-temporal stores: the GPU's copy then reads it from memory, not from
-  // cache lines the pread left dirty, which it reads far slower.
-  int64_t ReadPiece(char* to, uint64_t n, uint64_t at) const {
-    if (!throughScratch) return PreadNoWait(fd, to, n, at);
-    char* scratch = Scratch(n);
-    if (!scratch) return -ENOMEM;
-    int64_t r = PreadNoWait(fd, scratch, n, at);
-    if (r > 0) StreamCopy(to, scratch, static_cast<size_t>(r));
+  // Through scratch, the piece is read into the reader's slot of cache-sized scratch and
+  // streamed into the staging with non-temporal stores: the GPU's copy then reads it from
+  // memory, not from cache lines the pread left dirty, which it reads far slower.
+  int64_t ReadPiece(char* to, uint64_t n, uint64_t at, int reader) const {
+    if (!scratch) return PreadNoWait(fd, to, n, at);
+    char* own = scratch + static_cast<uint64_t>(reader) * piece;
+    int64_t r = PreadNoWait(fd, own, n, at);
+    if (r > 0) StreamCopy(to, own, static_cast<size_t>(r));
     return r;
   }
 
   const int fd;
   char* const buffer;
   const uint64_t size, fileOffset, piece;
-  const bool throughScratch;
+  char* const scratch;  // a slot of `piece` bytes per reader, or null: straight into the staging
   const uint32_t pieces;
   std::unique_ptr<std::atomic<int64_t>[]> got;  // per piece: bytes, -errno, kPending or kSkipped
   std::atomic<uint32_t> next{0};
@@ -145,10 +145,21 @@ Napi::Value ReadCachedToDevice(const Napi::CallbackInfo& info) {
   if (!use.owns_lock()) return Napi::Number::New(env, -EBUSY);
   if (size == 0 || size > in.bytes) ThrowBadArgument(env, "size must be between 1 and the device's inline staging");
   if ((size + piece - 1) / piece > kMaxPieces) ThrowBadArgument(env, "piece is too small for size (at most 1024 pieces)");
+  // Never more helpers than pieces to share, so the scratch is at most one piece per piece.
+  uint64_t pieces = (size + piece - 1) / piece;
+  helpers = static_cast<int>(std::min<uint64_t>(helpers, pieces - 1));
+  uint64_t scratchBytes = throughScratch ? (helpers + 1) * piece : 0;
+  if (in.scratchBytes < scratchBytes) {
+    free(in.scratch);
+    in.scratch = nullptr;
+    in.scratchBytes = 0;
+    if (posix_memalign(reinterpret_cast<void**>(&in.scratch), 4096, scratchBytes) != 0) return Napi::Number::New(env, -ENOMEM);
+    in.scratchBytes = scratchBytes;
+  }
   ContextGuard guard(d->ctx);
-  auto board = std::make_shared<PieceBoard>(fd, in.buffer, size, fileOffset, piece, throughScratch);
-  for (int h = 0; h < helpers && h + 1 < static_cast<int>(board->pieces); ++h)
-    ThreadPool::Instance().Submit([board] { while (board->ReadOne(true)) {} });
+  auto board = std::make_shared<PieceBoard>(fd, in.buffer, size, fileOffset, piece, throughScratch ? in.scratch : nullptr);
+  for (int h = 1; h <= helpers; ++h)
+    ThreadPool::Instance().Submit([board, h] { while (board->ReadOne(h)) {} });
   // Copies go out in piece order, each covering the whole pieces finished since the last one.
   uint32_t copied = 0;
   bool stopped = false, issued = false;
@@ -172,7 +183,7 @@ Napi::Value ReadCachedToDevice(const Napi::CallbackInfo& info) {
       if (!e.ok()) board->stop.store(true, std::memory_order_relaxed);  // no more reading for nothing
     }
   };
-  while (board->ReadOne(false)) issueReady(false);
+  while (board->ReadOne(0)) issueReady(false);
   issueReady(true);
   // Every piece is claimed: wait for the ones helpers still hold (they write into the staging).
   for (uint32_t i = copied; i < board->pieces; ++i)
