@@ -92,8 +92,8 @@ struct PieceBoard {
   std::unique_ptr<std::atomic<int64_t>[]> got;  // per piece: bytes, -errno, kPending or kSkipped
   std::atomic<uint32_t> next{0};
   std::atomic<bool> stop{false};
-  std::atomic<int> firstError{0};
-  std::atomic<uint32_t> helped{0};  // pieces read by helpers  // the errno of the first piece that failed, 0 while none has
+  std::atomic<int> firstError{0};   // the errno of the first piece that failed, 0 while none has
+  std::atomic<uint32_t> helped{0};  // pieces read by helpers
 };
 
 // readCached(fd, view, viewOffset, size, fileOffset): bytes read (possibly short), or -errno.
@@ -118,11 +118,11 @@ constexpr uint64_t kMaxPieces = 1024;
 // `size` bytes (all of them), or -errno, or a short count; report[0] is set to the pieces that
 // helpers read. The read goes in pieces of `piece` bytes, claimed in order by this thread and by
 // `helpers` tasks queued to the pool, each read straight into the staging or through scratch
-// (all planned in TypeScript). This thread copies each finished prefix to the GPU on the inline stream as soon
-// as it has it, so the copies run under the later preads; every piece and every copy is waited
-// for here before it returns, whatever the outcome, so nothing of it is in flight when the pool
-// takes over a read it could not finish. Another thread using the device's inline staging gives
-// -EBUSY: the pool then takes the read.
+// (all planned in TypeScript). This thread copies each finished prefix to the GPU on the inline
+// stream as soon as it has it, so the copies run under the later preads; every piece and every
+// copy is waited for here before it returns, whatever the outcome, so nothing of it is in flight
+// when the pool takes over a read it could not finish. Another thread using the device's inline
+// staging gives -EBUSY: the pool then takes the read.
 Napi::Value ReadCachedToDevice(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() != 9) ThrowBadArgument(env, "readCachedToDevice(fd, device, devicePtr, size, fileOffset, piece, helpers, scratch, report)");
@@ -144,9 +144,9 @@ Napi::Value ReadCachedToDevice(const Napi::CallbackInfo& info) {
   std::unique_lock<std::mutex> use(in.mutex, std::try_to_lock);
   if (!use.owns_lock()) return Napi::Number::New(env, -EBUSY);
   if (size == 0 || size > in.bytes) ThrowBadArgument(env, "size must be between 1 and the device's inline staging");
-  if ((size + piece - 1) / piece > kMaxPieces) ThrowBadArgument(env, "piece is too small for size (at most 1024 pieces)");
-  // Never more helpers than pieces to share, so the scratch is at most one piece per piece.
   uint64_t pieces = (size + piece - 1) / piece;
+  if (pieces > kMaxPieces) ThrowBadArgument(env, "piece is too small for size (at most 1024 pieces)");
+  // Never more helpers than pieces to share, so the scratch is at most one piece per piece.
   helpers = static_cast<int>(std::min<uint64_t>(helpers, pieces - 1));
   uint64_t scratchBytes = throughScratch ? (helpers + 1) * piece : 0;
   if (in.scratchBytes < scratchBytes) {
