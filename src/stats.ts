@@ -85,8 +85,9 @@ export interface OpRecord extends WorkShare {
   inline?: boolean;
   /**
    * Of an inline read into a GPU cut into pieces with help asked of the pool: how many pieces
-   * pool workers read (0: the calling thread read them all). Absent when no help was asked,
-   * which is every read while the plan asks for none (transfer-plan.ts `INLINE_MAX_HELPERS`).
+   * pool workers read (0: the calling thread read them all). Absent when no help was asked
+   * (reads under 256 KiB, or no pool worker watching the queue: transfer-plan.ts
+   * `inlineDeviceSplit`).
    */
   helpedPieces?: number;
   /** The most of its tasks that ran at once (its mapped share not counted). */

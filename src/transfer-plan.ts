@@ -111,16 +111,14 @@ export const INLINE_DEVICE_PIECE = 256 * KiB;
  */
 export const INLINE_HELPED_PIECE = 64 * KiB;
 /**
- * The most helpers one read asks for by default: none for now. Three was the fastest measured
- * (the same runs: 69.7 µs against 115.7 alone), but processes that made such reads then
- * crashed at exit now and then on the H200 (11 of 40 exits; with the calling thread's scratch
- * no longer thread-local, 1 of 40). The scratch is now one slot per reader in the staging, with
- * no thread-local memory at all, and that has not yet run on a GPU; until exits after helped
- * reads are seen clean there, reads on the calling thread go alone, as before.
+ * The most helpers one read asks for: three was the fastest measured (the same runs: 69.7 µs
+ * against 115.7 alone; seven 75.0, fifteen 111.7). Processes that made such reads once crashed
+ * at exit now and then on the H200, while the scratch was thread-local memory; with the scratch
+ * a slot per reader owned by the staging, 160 children exited cleanly there
+ * (`bench/inline-exit-check.ts`: 40 each with three helpers, none, and the public read with the
+ * plan asking for none and for three).
  */
-export const INLINE_MAX_HELPERS = 0;
-/** How many helpers were measured fastest, for when {@link INLINE_MAX_HELPERS} is raised to it. */
-export const INLINE_FASTEST_HELPERS = 3;
+export const INLINE_MAX_HELPERS = 3;
 
 /**
  * How a device read of `size` bytes on the calling thread is cut: bytes per piece, how many

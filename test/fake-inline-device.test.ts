@@ -12,7 +12,7 @@ import { afterEach, describe, test } from 'node:test';
 const { DeviceBuffer, configure, getConfig, open, PenstockError } = await import('../src/index.js');
 const { INLINE_DEVICE_PIECE, INLINE_HELPED_PIECE, inlineDeviceSplit } = await import('../src/transfer-plan.js');
 const { native } = await import('../src/binding.js');
-const { prepareDevice } = await import('../src/runtime.js');
+const { poolSpinnerCount, prepareDevice } = await import('../src/runtime.js');
 const fs = await import('node:fs');
 
 const initial = getConfig();
@@ -180,12 +180,21 @@ describe('small device reads on the calling thread', () => {
     } finally {
       fs.closeSync(fd);
     }
-    // The default plan asks for no help, and the record of a read then has no helpedPieces.
-    assert.deepEqual(inlineDeviceSplit(size, 4), { piece: INLINE_DEVICE_PIECE, helpers: 0, scratch: false });
+    // The public read asks for help as planned, and its record says how many pieces helpers read;
+    // a read too small to share asks for none, and its record has no helpedPieces.
+    assert.ok(inlineDeviceSplit(size, poolSpinnerCount()).helpers > 0);
     await using f = await open(file, 'r', { compatMode: 'on' });
-    const rec = await f.readRecorded(dev, { size });
+    await dev.copyFrom(Buffer.alloc(dev.byteLength, 0xee));
+    const rec = await f.readRecorded(dev, { size, fileOffset: piece });
     assert.equal(rec.inline, true);
-    assert.equal(rec.helpedPieces, undefined);
+    assert.ok(typeof rec.helpedPieces === 'number' && rec.helpedPieces <= pieces, `helpedPieces ${rec.helpedPieces}`);
+    const back = await dev.toBuffer();
+    assert.ok(back.subarray(0, size).equals(data.subarray(piece, piece + size)));
+    assert.ok(back.subarray(size).every((b) => b === 0xee));
+    const small = await f.readRecorded(dev, { size: INLINE_DEVICE_PIECE - 1 });
+    assert.equal(small.inline, true);
+    assert.equal(small.helpedPieces, undefined);
+    assert.ok((await dev.toBuffer()).subarray(0, INLINE_DEVICE_PIECE - 1).equals(data.subarray(0, INLINE_DEVICE_PIECE - 1)));
   });
 
   test('through scratch, with and without helpers, every piece lands byte-exact and nothing around it is touched', async () => {

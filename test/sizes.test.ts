@@ -9,7 +9,7 @@ import { configure, getConfig, open } from '../src/index.js';
 import { defaults } from '../src/config.js';
 import {
   DEVICE_SCRATCH_MAX, DEVICE_TASK_FLOOR, GATHER_COPY, GATHER_MIN, GATHER_STAGE, GATHER_STREAMS, GATHER_TASK, planDeviceRead, planGather, deviceReadTaskSize, deviceStageScratch, DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
-  taskSizeFor, hostStagePiece, inlineDeviceSplit, INLINE_DEVICE_PIECE, INLINE_FASTEST_HELPERS, INLINE_HELPED_PIECE, INLINE_MAX_HELPERS,
+  taskSizeFor, hostStagePiece, inlineDeviceSplit, INLINE_DEVICE_PIECE, INLINE_HELPED_PIECE, INLINE_MAX_HELPERS,
 } from '../src/transfer-plan.js';
 import { makeFile } from './helpers.js';
 
@@ -99,7 +99,7 @@ describe('task sizes', () => {
   test('inline device reads: from two pieces a reader, spinning workers help, through scratch; below, the calling thread alone', () => {
     const helped = (helpers: number) => ({ piece: INLINE_HELPED_PIECE, helpers, scratch: true });
     const alone = { piece: INLINE_DEVICE_PIECE, helpers: 0, scratch: false };
-    const most = INLINE_FASTEST_HELPERS;
+    const most = INLINE_MAX_HELPERS;
     assert.deepEqual(inlineDeviceSplit(1 * MiB, 4, most), helped(most));
     assert.deepEqual(inlineDeviceSplit(4 * INLINE_HELPED_PIECE, 4, most), helped(1));
     assert.deepEqual(inlineDeviceSplit(6 * INLINE_HELPED_PIECE, 4, most), helped(2));
@@ -107,9 +107,8 @@ describe('task sizes', () => {
     assert.deepEqual(inlineDeviceSplit(4096, 4, most), alone);
     assert.deepEqual(inlineDeviceSplit(1 * MiB, 1, most), helped(1), 'no more helpers than workers watching the queue');
     assert.deepEqual(inlineDeviceSplit(1 * MiB, 0, most), alone, 'none watching: alone');
-    // The default asks for none until exits after helped reads are seen clean on a GPU.
-    assert.equal(INLINE_MAX_HELPERS, 0);
-    assert.deepEqual(inlineDeviceSplit(1 * MiB, 4), alone);
+    assert.deepEqual(inlineDeviceSplit(1 * MiB, 4), helped(INLINE_MAX_HELPERS), 'the default maximum');
+    assert.deepEqual(inlineDeviceSplit(1 * MiB, 4, 0), alone, 'none allowed: alone');
   });
 
   test('write scratch only beside other writers: not for one runner, not for a one-task write', () => {
