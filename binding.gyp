@@ -24,6 +24,7 @@
         "src/native/staging_pipe.cc",
         "src/native/inline_read.cc",
         "src/native/batch_op.cc",
+        "src/native/copy_batch.cc",
         "src/native/read_ring.cc",
         "src/native/batch_bindings.cc",
         "src/native/instance.cc",

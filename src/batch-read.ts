@@ -6,13 +6,13 @@
  * fetch thousands of samples at once: per range it costs a pread, not an operation.
  */
 import { native, type NativeAddon, type NativeBatchResult } from './binding.js';
-import { BATCH_PART_PIECES, BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, planColumns, planParts, type BatchPlan, type PlanColumns } from './batch-plan.js';
+import { BATCH_PART_PIECES, BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, COPY_BATCH_MIN, planColumns, planParts, type BatchPlan, type PlanColumns } from './batch-plan.js';
 import { DeviceBuffer } from './device-buffer.js';
 import { AbortError, fromNative, usage } from './errors.js';
 import { PenstockFile, type Memory } from './file.js';
 import { hostRegion, isHostMemory, regionBytes } from './host-memory.js';
 import type { PinnedBuffer } from './pinned-buffer.js';
-import { bounceBytes, currentSettings, ensurePool, prepareDevice } from './runtime.js';
+import { bounceBytes, cudaStatus, currentSettings, ensurePool, prepareDevice } from './runtime.js';
 import { batchResult, recordBatchFailure, type BatchReadResult } from './batch-result.js';
 import { progressOf } from './transfer-options.js';
 import { checkLength, checkRange, describe, isLength } from './validate.js';
@@ -206,6 +206,7 @@ function submit(c: Collected, signal: AbortSignal | undefined, onProgress: ((n: 
   const deviceLengths = Float64Array.from(devices, (d) => d.byteLength);
   const deviceOrdinals = Int32Array.from(devices, (d) => d.device);
   const progress = onProgress ? progressOf(onProgress) : undefined;
+  const copyBatch = devices.length > 0 && cudaStatus().copyBatch !== undefined;
 
   const releases: (() => void)[] = [];
   for (const d of devices) releases.push(d.retain());
@@ -230,6 +231,7 @@ function submit(c: Collected, signal: AbortSignal | undefined, onProgress: ((n: 
     const spec = {
       fds, hostTargets: hostViews, deviceTargets, deviceLengths, deviceOrdinals, ring: BATCH_RING_ENTRIES, ringScratch: BATCH_RING_SCRATCH,
       reads: plan.reads, pieces: plan.pieces, tasks: plan.tasks, pieceBytes, progress: report,
+      copyBatchMin: COPY_BATCH_MIN, copyBatch,
     };
     try {
       parts.push({ plan, pieceBytes, op: native().submitBatch(spec) });

@@ -6,7 +6,7 @@ import type { NativeBatchResult } from './binding.js';
 import type { BatchPlan, PlanColumns } from './batch-plan.js';
 import { fromNative } from './errors.js';
 import type { PenstockFile } from './file.js';
-import { ringFallbackReason, type Reason } from './reasons.js';
+import { copyBatchFallbackReason, ringFallbackReason, type Reason } from './reasons.js';
 import { globalStats, type Route } from './stats.js';
 
 /** What one route carried of a batch. */
@@ -19,6 +19,11 @@ export interface BatchRouteCounts {
   bytes: number;
   /** Copies to the GPU (device routes). */
   copies?: number;
+  /**
+   * Driver calls that carried several of `copies` at once (`cuMemcpyBatchAsync`): a fill of
+   * staging whose ranges lie apart on the GPU goes in one (device routes).
+   */
+  copyBatches?: number;
 }
 
 /** The record of a batch: what was asked and how it was carried. */
@@ -47,6 +52,8 @@ export interface BatchRecord {
   ringReads: number;
   /** Why reads went by pread where the plan gave them io_uring: a code and the sentence to act on. */
   ringFallback?: Reason;
+  /** Why copies that the plan would have batched went one call each (the driver has no batch call). */
+  copyBatchFallback?: Reason;
 }
 
 /** The outcome of a batch. */
@@ -82,7 +89,7 @@ export function batchResult(parts: readonly SettledPart[], planned: PlanColumns,
   const errors = new Map<number, Error>();
   let hostBytes = 0;
   let deviceBytes = 0;
-  const sum = { hostReads: 0, deviceReads: 0, tasks: 0, copies: 0, busyNs: 0, ioNs: 0, waitNs: 0, ringReads: 0 };
+  const sum = { hostReads: 0, deviceReads: 0, tasks: 0, copies: 0, copyBatches: 0, unbatchedFills: 0, busyNs: 0, ioNs: 0, waitNs: 0, ringReads: 0 };
   let ringError: NativeBatchResult['ringError'] = null;
   for (const { plan, pieceBytes, result: r } of parts) {
     const { pieceRange, readPieces } = plan;
@@ -103,6 +110,8 @@ export function batchResult(parts: readonly SettledPart[], planned: PlanColumns,
     sum.deviceReads += plan.counts.deviceReads;
     sum.tasks += plan.counts.tasks;
     sum.copies += r.copies;
+    sum.copyBatches += r.copyBatches;
+    sum.unbatchedFills += r.unbatchedFills;
     sum.busyNs += r.busyNs;
     sum.ioNs += r.ioNs;
     sum.waitNs += r.waitNs;
@@ -118,7 +127,7 @@ export function batchResult(parts: readonly SettledPart[], planned: PlanColumns,
     record('posix-host', hostReads, hostBytes, sum, share(hostReads));
   }
   if (hostRangeCount < count) {
-    routes['posix-device'] = { ranges: count - hostRangeCount, ops: deviceReads, bytes: deviceBytes, copies: sum.copies };
+    routes['posix-device'] = { ranges: count - hostRangeCount, ops: deviceReads, bytes: deviceBytes, copies: sum.copies, copyBatches: sum.copyBatches };
     record('posix-device', deviceReads, deviceBytes, sum, share(deviceReads));
   }
   let totalBytes = 0;
@@ -128,6 +137,7 @@ export function batchResult(parts: readonly SettledPart[], planned: PlanColumns,
     record: {
       ranges: count, parts: parts.length, tasks: sum.tasks, routes, busyNs: sum.busyNs, ioNs: sum.ioNs, waitNs: sum.waitNs, ringReads: sum.ringReads,
       ...(ringError ? { ringFallback: ringFallbackReason(ringError) } : {}),
+      ...(sum.unbatchedFills ? { copyBatchFallback: copyBatchFallbackReason(sum.unbatchedFills) } : {}),
     },
   };
 }

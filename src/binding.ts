@@ -45,6 +45,11 @@ export interface CudaStatus extends LibraryStatus {
   deviceCount?: number;
   /** Whether the loaded driver has cuMemHostRegister/cuMemHostUnregister (the mapped route needs them). */
   hostRegister?: boolean;
+  /**
+   * The driver's entry point for many copies in one call (`cuMemcpyBatchAsync_v2` on CUDA 13
+   * drivers, `cuMemcpyBatchAsync` on 12.8–12.9); absent where the driver has none.
+   */
+  copyBatch?: string;
 }
 
 /** One GPU as the CUDA driver describes it. */
@@ -247,6 +252,10 @@ export interface NativeOpResult {
 export interface NativeBatchResult {
   preads: number;
   copies: number;
+  /** Batch calls (`cuMemcpyBatchAsync`) that carried some of `copies`. */
+  copyBatches: number;
+  /** Fills of a bounce half that needed `copyBatchMin` copies or more but issued them one call each. */
+  unbatchedFills: number;
   busyNs: number;
   ioNs: number;
   waitNs: number;
@@ -385,7 +394,7 @@ export const NATIVE_RESULT_FIELDS = {
   errorRecord: { kind: 'required', code: 'required', message: 'required', errno: 'optional', syscall: 'optional', number: 'optional' } satisfies NativeFieldPresence<NativeErrorRecord>,
   cudaStatus: {
     loaded: 'required', path: 'required', resolvedPath: 'optional', error: 'optional', missing: 'optional',
-    initialized: 'required', initError: 'optional', driverVersion: 'optional', deviceCount: 'optional', hostRegister: 'optional',
+    initialized: 'required', initError: 'optional', driverVersion: 'optional', deviceCount: 'optional', hostRegister: 'optional', copyBatch: 'optional',
   } satisfies NativeFieldPresence<CudaStatus>,
   cufileStatus: {
     loaded: 'required', path: 'required', resolvedPath: 'optional', error: 'optional', missing: 'optional',
@@ -413,7 +422,7 @@ export const NATIVE_RESULT_FIELDS = {
     orderedCopies: 'optional', timeline: 'required',
   } satisfies NativeFieldPresence<NativeOpResult>,
   batchResult: {
-    preads: 'required', copies: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required', readErrors: 'required', timeline: 'required',
+    preads: 'required', copies: 'required', copyBatches: 'required', unbatchedFills: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required', readErrors: 'required', timeline: 'required',
     ringReads: 'required', ringError: 'required',
   } satisfies NativeFieldPresence<NativeBatchResult>,
   timeline: {

@@ -48,6 +48,19 @@ function check(checks: Check[], id: string): Check {
   return c;
 }
 
+describe('the CUDA driver check', () => {
+  test('names the batch-copy entry point where the driver has one, and says so where it has none', async () => {
+    const facts = gpuFacts('00000000:83:00.0', props(true, NVME | NVMEOF));
+    const without = check((await run('gds-nvme', [], facts)).platform, 'platform.cuda.driver');
+    assert.equal(without.status, 'pass');
+    assert.match(without.summary, /, 1 GPU\(s\), no batch copies \(/);
+    assert.equal(without.data?.copyBatch, null);
+    const withBatch = check((await run('gds-nvme', [], { ...facts, cuda: { ...facts.cuda, copyBatch: 'cuMemcpyBatchAsync' } })).platform, 'platform.cuda.driver');
+    assert.match(withBatch.summary, /, 1 GPU\(s\), batch copies \(cuMemcpyBatchAsync\)$/);
+    assert.equal(withBatch.data?.copyBatch, 'cuMemcpyBatchAsync');
+  });
+});
+
 const codes = (p: PathReport) => p.prediction.blockers.map((b) => b.code);
 const warningCodes = (p: PathReport) => p.prediction.warnings.map((w) => w.code);
 

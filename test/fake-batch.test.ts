@@ -37,6 +37,7 @@ describe('readBatch into GPU memory', () => {
     assert.equal(route.bytes, n * 4096);
     // One pread per range, staged in target order: a copy per staging half (or task), not per range.
     assert.ok(route.copies! < n / 8, `${route.copies} copies`);
+    assert.equal(route.copyBatches, 0, 'a copy per fill: nothing to batch');
     // Each half's preads went through the worker's ring together, where io_uring can be had.
     if (res.record.ringFallback) assert.equal(res.record.ringFallback.code, 'IO_URING_UNAVAILABLE');
     else assert.ok(res.record.ringReads > n / 2, `${res.record.ringReads} of ${route.ops} through io_uring`);

@@ -94,7 +94,7 @@ function printReport(r: InfoReport): void {
   const rt = r.runtime;
   if (rt) {
     const c = rt.cuda;
-    out(`CUDA driver: ${c.initialized ? `${c.resolvedPath ?? c.path}, version ${c.driverVersion}, ${c.deviceCount} GPU(s)` : paint('33', `not usable (${c.error ?? c.initError?.code})`)}`);
+    out(`CUDA driver: ${c.initialized ? `${c.resolvedPath ?? c.path}, version ${c.driverVersion}, ${c.deviceCount} GPU(s)${c.copyBatch ? `, batch copies (${c.copyBatch})` : ''}` : paint('33', `not usable (${c.error ?? c.initError?.code})`)}`);
     for (const d of r.devices) out(`  GPU ${d.ordinal}: ${d.name}, ${(d.totalMemory / 2 ** 30).toFixed(1)} GiB, PCI ${d.pciBusId}`);
     const f = rt.cufile;
     out(`cuFile: ${f.loaded ? `${f.resolvedPath ?? f.path}, version ${f.version ?? '?'}, driver ${f.driverOpen ? 'open' : `not open (${f.driverError?.code ?? 'no GPU'})`}` : paint('33', `not loaded (${f.error})`)}`);

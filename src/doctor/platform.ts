@@ -65,9 +65,10 @@ export function inspectPlatform(root: SysRoot, facts: PlatformFacts, env: NodeJS
     title: 'CUDA driver',
     summary: cudaProblem
       ? `not usable: ${cudaProblem}`
-      : `${cuda.resolvedPath ?? cuda.path}, CUDA ${formatVersion(driverVersion ?? 0)} (${driverVersion}), ${cuda.deviceCount} GPU(s)`,
+      : `${cuda.resolvedPath ?? cuda.path}, CUDA ${formatVersion(driverVersion ?? 0)} (${driverVersion}), ${cuda.deviceCount} GPU(s), ` +
+        (cuda.copyBatch ? `batch copies (${cuda.copyBatch})` : 'no batch copies (batched reads into ranges apart on a GPU copy one range per call)'),
     ...(cudaProblem ? { fix: cudaAdvice(facts) } : {}),
-    data: { path: cuda.path, resolvedPath: cuda.resolvedPath, loaded: cuda.loaded, initialized: cuda.initialized, driverVersion, deviceCount: cuda.deviceCount ?? 0, error: cudaProblem },
+    data: { path: cuda.path, resolvedPath: cuda.resolvedPath, loaded: cuda.loaded, initialized: cuda.initialized, driverVersion, deviceCount: cuda.deviceCount ?? 0, copyBatch: cuda.copyBatch ?? null, error: cudaProblem },
   });
 
   const gpus: GpuState[] = facts.gpus.map((g) => {

@@ -8,6 +8,7 @@
 
 #include "batch_bindings.h"
 #include "batch_op.h"
+#include "copy_batch.h"
 #include "device.h"
 #include "host_view.h"
 #include "js_settlement.h"
@@ -72,6 +73,8 @@ Napi::Object BatchResultJs(Napi::Env env, const BatchOp& op) {
   Napi::Object result = Napi::Object::New(env);
   result.Set("preads", static_cast<double>(op.Preads()));
   result.Set("copies", static_cast<double>(op.Copies()));
+  result.Set("copyBatches", static_cast<double>(op.CopyBatches()));
+  result.Set("unbatchedFills", static_cast<double>(op.UnbatchedFills()));
   result.Set("busyNs", static_cast<double>(op.BusyNs()));
   result.Set("ioNs", static_cast<double>(op.IoNs()));
   result.Set("waitNs", static_cast<double>(op.WaitNs()));
@@ -254,6 +257,16 @@ Napi::Value SubmitBatch(const Napi::CallbackInfo& info) {
     op->ringEntries = static_cast<unsigned>(ArgInt(ring, "ring", 0, 65536));
     op->ringScratch = ArgU64(s.Get("ringScratch"), "ringScratch");
     if (op->ringEntries && !op->ringScratch) ThrowBadArgument(env, "ringScratch must be positive with a ring");
+  }
+  // Where a fill's copies go in one batch call, as the plan asks: only with a driver that has one.
+  Napi::Value copyBatchMin = s.Get("copyBatchMin");
+  if (!copyBatchMin.IsUndefined()) {
+    op->copyBatchMin = static_cast<uint32_t>(ArgInt(copyBatchMin, "copyBatchMin", 0, 1 << 30));
+    Napi::Value copyBatch = s.Get("copyBatch");
+    if (!copyBatch.IsBoolean()) ThrowBadArgument(env, "copyBatch must be a boolean with copyBatchMin");
+    op->copyBatch = copyBatch.As<Napi::Boolean>().Value();
+    if (op->copyBatch && !HaveCopyBatch())
+      ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "copy batches asked of a driver without cuMemcpyBatchAsync"));
   }
   // The spec stays referenced until the batch settles: its arrays and the target memory with it.
   auto batch = std::make_shared<BatchJs>(env, op, s, progress);

@@ -3,13 +3,15 @@
 // Device tasks gather their reads into the worker's pinned bounce halves one after another and
 // copy each half to the GPU with as few copies as the targets allow: pieces next to each other
 // both in staging and on the GPU go in one copy, so ranges ordered by target address (as the plan
-// orders them) become one copy per half. While one half is copied, the next is filled.
+// orders them) become one copy per half. Where they still need many (ranges apart on the GPU),
+// the plan can have them issued in one batch call. While one half is copied, the next is filled.
 #include "batch_op.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include "copy_batch.h"
 #include "device.h"
 #include "posix_io.h"
 #include "read_ring.h"
@@ -25,12 +27,6 @@ namespace {
 WorkerSlot* SlotFor(DeviceState* d, int worker) {
   return d ? d->Slot(worker) : nullptr;
 }
-
-struct Copy {
-  const char* src;
-  CUdeviceptr dst;
-  uint64_t n;
-};
 
 }  // namespace
 
@@ -235,7 +231,8 @@ ErrorRecord BatchOp::DeviceTask(const Task& t) {
   FlushWorkerPipes();
   const CudaApi& cu = Cuda();
   cu.CtxSetCurrent(d->ctx);
-  std::vector<Copy> copies;
+  std::vector<HostToDevice> copies;
+  CopyBatchArrays batchArrays;
   uint64_t halfBytes[2] = {0, 0};  // bytes landing on the GPU when each half's copies complete
   bool pending[2] = {false, false};
   ErrorRecord err;
@@ -251,10 +248,19 @@ ErrorRecord BatchOp::DeviceTask(const Task& t) {
     return {};
   };
   auto flush = [&](int half) -> ErrorRecord {  // issues the half's copies
-    for (const Copy& c : copies) {
-      CUresult r = cu.MemcpyHtoDAsync(c.dst, c.src, c.n, slot->stream);
-      if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuMemcpyHtoDAsync");
-      ++copies_;
+    bool crowded = copyBatchMin && copies.size() >= copyBatchMin;
+    if (crowded && copyBatch) {
+      ErrorRecord e = IssueCopyBatch(copies.data(), copies.size(), ordinal, batchArrays, slot->stream);
+      if (!e.ok()) return e;
+      copies_ += copies.size();
+      ++copyBatches_;
+    } else {
+      if (crowded) ++unbatchedFills_;
+      for (const HostToDevice& c : copies) {
+        CUresult r = cu.MemcpyHtoDAsync(c.dst, c.src, c.n, slot->stream);
+        if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuMemcpyHtoDAsync");
+        ++copies_;
+      }
     }
     if (!copies.empty()) {
       CUresult r = cu.EventRecord(slot->events[half], slot->stream);
@@ -293,7 +299,7 @@ ErrorRecord BatchOp::DeviceTask(const Task& t) {
         if (!n) continue;
         const char* src = bufs[i] + p.at;
         CUdeviceptr dst = deviceBase[p.target - hostBase.size()] + p.targetOffset;
-        Copy* last = copies.empty() ? nullptr : &copies.back();
+        HostToDevice* last = copies.empty() ? nullptr : &copies.back();
         if (last && last->src + last->n == src && last->dst + last->n == dst) last->n += n;
         else copies.push_back({src, dst, n});
         halfBytes[h] += n;

@@ -65,6 +65,10 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   // Host reads a ring group may hold through scratch, in bytes (reads straight into their
   // target need none).
   uint64_t ringScratch = 0;
+  // A fill of a bounce half needing at least copyBatchMin copies (0: never) issues them in one
+  // batch call (copy_batch.h) where copyBatch is set, and one call each where not (counted).
+  uint32_t copyBatchMin = 0;
+  bool copyBatch = false;
 
   // Set before Start(); it outlives the batch's last post.
   BatchListener* listener = nullptr;
@@ -82,6 +86,10 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   ErrorRecord Error() const;
   uint64_t Preads() const { return preads_; }
   uint64_t Copies() const { return copies_; }
+  // Batch calls that carried some of those copies, and fills that needed copyBatchMin copies or
+  // more but issued them one call each (no copyBatch).
+  uint64_t CopyBatches() const { return copyBatches_; }
+  uint64_t UnbatchedFills() const { return unbatchedFills_; }
   uint64_t BusyNs() const { return busyNs_; }
   uint64_t IoNs() const { return ioNs_; }
   uint64_t WaitNs() const { return waitNs_; }
@@ -121,7 +129,7 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   size_t runners_ = 0;  // runners Start queued
   std::atomic<size_t> remaining_{0};
   std::atomic<bool> cancelled_{false}, failed_{false}, progressPending_{false};
-  std::atomic<uint64_t> bytesDone_{0}, busyNs_{0}, ioNs_{0}, waitNs_{0}, preads_{0}, copies_{0}, ringReads_{0};
+  std::atomic<uint64_t> bytesDone_{0}, busyNs_{0}, ioNs_{0}, waitNs_{0}, preads_{0}, copies_{0}, copyBatches_{0}, unbatchedFills_{0}, ringReads_{0};
   std::atomic<int> ringError_{0};
   mutable std::mutex errorMutex_;
   ErrorRecord error_;

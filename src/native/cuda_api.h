@@ -35,6 +35,25 @@ constexpr int CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE = 17;
 constexpr unsigned CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1;
 constexpr size_t CU_IPC_HANDLE_SIZE = 64;
 
+// cuMemcpyBatchAsync's attributes for a run of copies (CUDA 12.8+), laid out as cuda.h lays out
+// CUmemcpyAttributes: the source access order, location hints (used for managed memory only)
+// and flags.
+struct CUmemLocation {
+  int type;
+  int id;
+};
+struct CUmemcpyAttributes {
+  int srcAccessOrder;
+  CUmemLocation srcLocHint;
+  CUmemLocation dstLocHint;
+  unsigned flags;
+};
+static_assert(sizeof(CUmemcpyAttributes) == 24, "CUmemcpyAttributes is 24 bytes in cuda.h");
+// The sources are read in stream order, like any asynchronous copy's.
+constexpr int CU_MEMCPY_SRC_ACCESS_ORDER_STREAM = 1;
+constexpr int CU_MEM_LOCATION_TYPE_DEVICE = 1;
+constexpr int CU_MEM_LOCATION_TYPE_HOST = 2;
+
 // Passed by value, as the driver declares it: 64 opaque bytes naming one cuMemAlloc allocation.
 struct CUipcMemHandle {
   char reserved[CU_IPC_HANDLE_SIZE];
@@ -80,6 +99,13 @@ struct CudaApi {
   CUresult (*IpcOpenMemHandle)(CUdeviceptr*, CUipcMemHandle, unsigned) = nullptr;
   CUresult (*IpcCloseMemHandle)(CUdeviceptr) = nullptr;
   CUresult (*DeviceGetByPCIBusId)(CUdevice*, const char*) = nullptr;
+  // Optional: many copies in one call (CudaState::copyBatch names the one found). CUDA 13
+  // drivers export the form without failIdx as cuMemcpyBatchAsync_v2; 12.8 and 12.9 have only
+  // cuMemcpyBatchAsync, with it. At most one of the two is set.
+  CUresult (*MemcpyBatchAsync)(CUdeviceptr*, CUdeviceptr*, size_t*, size_t, CUmemcpyAttributes*, size_t*, size_t,
+                               CUstream) = nullptr;
+  CUresult (*MemcpyBatchAsyncFailIdx)(CUdeviceptr*, CUdeviceptr*, size_t*, size_t, CUmemcpyAttributes*, size_t*,
+                                      size_t, size_t*, CUstream) = nullptr;
 };
 
 struct CudaState : LibraryState {
@@ -87,6 +113,7 @@ struct CudaState : LibraryState {
   // comma-separated page-registration symbols that were absent (no mapped route)
   std::string hostRegisterMissing;
   std::string ipcMissing;  // comma-separated IPC symbols that were absent (IPC unavailable)
+  std::string copyBatch;   // the batch-copy symbol resolved; empty: none (copies one call each)
   CUresult initResult = 0;
   int driverVersion = 0;
   int deviceCount = 0;

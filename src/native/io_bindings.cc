@@ -54,6 +54,7 @@ Napi::Object CudaStatusJs(Napi::Env env) {
   if (s.loaded) {
     o.Set("driverVersion", s.driverVersion);
     o.Set("hostRegister", s.hostRegisterMissing.empty());
+    if (!s.copyBatch.empty()) o.Set("copyBatch", s.copyBatch);
     if (!s.initialized) o.Set("initError", ToJs(env, ErrorRecord::FromCuda(s.initResult, "cuInit")));
     else o.Set("deviceCount", s.deviceCount);
   }

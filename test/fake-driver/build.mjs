@@ -27,7 +27,11 @@ const cuda = path.join(outDir, 'libcuda.so.1');
 const cufile = path.join(outDir, 'libcufile.so.0');
 // The same driver without the CUDA IPC entry points, as a driver that lacks them would be.
 const cudaNoIpc = path.join(outDir, 'no-ipc', 'libcuda.so.1');
-const cudaSources = ['fake_cuda.c', 'fake_memory.c', 'fake_stream.c', 'fake_event.c', 'fake_switches.c'];
+// Without batch copies (a driver before CUDA 12.8), and with only their 12.8-12.9 form.
+const cudaNoCopyBatch = path.join(outDir, 'no-copy-batch', 'libcuda.so.1');
+const cudaCopyBatchV1 = path.join(outDir, 'copy-batch-v1', 'libcuda.so.1');
+const cudaCore = ['fake_cuda.c', 'fake_memory.c', 'fake_stream.c', 'fake_event.c', 'fake_switches.c'];
+const cudaSources = [...cudaCore, 'fake_copy_batch.c'];
 const cudaHeaders = ['fake_internal.h', 'fake_stream.h', 'fake_switches.h'];
 
 const targets = [
@@ -43,6 +47,20 @@ const targets = [
     sources: cudaSources,
     headers: cudaHeaders,
     flags: ['-Wl,-soname,libcuda.so.1'],
+    inputs: [],
+  },
+  {
+    output: cudaNoCopyBatch,
+    sources: [...cudaCore, 'fake_ipc.c'],
+    headers: cudaHeaders,
+    flags: ['-Wl,-soname,libcuda.so.1'],
+    inputs: [],
+  },
+  {
+    output: cudaCopyBatchV1,
+    sources: [...cudaSources, 'fake_ipc.c'],
+    headers: cudaHeaders,
+    flags: ['-Wl,-soname,libcuda.so.1', '-DFAKE_COPY_BATCH_V1_ONLY'],
     inputs: [],
   },
   {
@@ -72,7 +90,7 @@ function mtime(file) {
   }
 }
 
-fs.mkdirSync(path.dirname(cudaNoIpc), { recursive: true });
+for (const variant of [cudaNoIpc, cudaNoCopyBatch, cudaCopyBatchV1]) fs.mkdirSync(path.dirname(variant), { recursive: true });
 let built = 0;
 for (const t of targets) {
   const sources = t.sources.map((s) => path.join(here, s));

@@ -210,8 +210,8 @@ FAKE_API CUresult cuStreamQuery(CUstream h) { return settle(h, 0); }
 
 /* ---- asynchronous copies ------------------------------------------------------------------- */
 
-static CUresult async_copy(void *dst, const void *src, size_t n, CUdeviceptr device_side,
-                           const void *host_side, CUstream h) {
+CUresult fk_async_copy(void *dst, const void *src, size_t n, CUdeviceptr device_side, const void *host_side,
+                       CUstream h) {
   CUresult r = fk_check_ctx(NULL);
   struct fake_stream *s;
   if (r || (r = fk_stream_for_work(h, &s))) return r;
@@ -239,10 +239,10 @@ static CUresult async_copy(void *dst, const void *src, size_t n, CUdeviceptr dev
 }
 
 FAKE_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream h) {
-  return async_copy((void *)(uintptr_t)dst, src, n, dst, src, h);
+  return fk_async_copy((void *)(uintptr_t)dst, src, n, dst, src, h);
 }
 
 FAKE_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream h) {
-  return async_copy(dst, (const void *)(uintptr_t)src, n, src, dst, h);
+  return fk_async_copy(dst, (const void *)(uintptr_t)src, n, src, dst, h);
 }
 

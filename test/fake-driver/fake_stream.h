@@ -47,6 +47,10 @@ CUresult fk_stream_for_work(CUstream h, struct fake_stream **out);
 
 void fk_enqueue(struct fake_stream *s, item *it);
 
+/* Queues one host<->device copy on stream h (device_side and host_side name the two ends). */
+CUresult fk_async_copy(void *dst, const void *src, size_t n, CUdeviceptr device_side, const void *host_side,
+                       CUstream h);
+
 /* A stream worker reached an event's marker; failed is the stream's latest failure then. */
 void fk_event_marker_passed(struct fake_event *e, unsigned gen, unsigned long long failed);
 

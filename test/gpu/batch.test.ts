@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { DeviceBuffer, open, readBatch } from '../../src/index.js';
+import { cudaStatus } from '../../src/runtime.js';
 import { makeFile } from '../helpers.js';
 import { gpuOrSkip } from './guard.js';
 
@@ -27,6 +28,39 @@ describe('GPU batches', () => {
     const back = await dev.toBuffer();
     ranges.forEach((r, i) => assert.ok(back.subarray(i * 4096, (i + 1) * 4096).equals(data.subarray(r.fileOffset, r.fileOffset + 4096)), `range ${i}`));
     assert.ok(res.record.routes['posix-device']!.copies! < n / 50, `${res.record.routes['posix-device']!.copies} copies`);
+  });
+
+  test('10 000 ranges at every other slot, shuffled: byte-exact, the gaps untouched, copies in batch calls where the driver has them', async (t) => {
+    if (!gpuOrSkip(t)) return;
+    const { file, data } = makeFile(64 << 20);
+    await using f = await open(file);
+    const n = 10_000;
+    using dev = DeviceBuffer.alloc(2 * n * 4096);
+    await dev.copyFrom(Buffer.alloc(dev.byteLength, 0xee));
+    const slots = Array.from({ length: n }, (_, i) => i);
+    let x = 11;
+    const next = () => (x = (Math.imul(x, 1103515245) + 12345) >>> 0);
+    for (let i = n - 1; i > 0; i--) {
+      const j = next() % (i + 1);
+      [slots[i], slots[j]] = [slots[j]!, slots[i]!];
+    }
+    const ranges = slots.map((s, i) => ({ fileOffset: (next() % 16384) * 4096 + (i % 5), size: 4096 - (i % 3), target: dev, targetOffset: 2 * s * 4096 }));
+    const res = await readBatch(ranges, { file: f });
+    assert.equal(res.errors.size, 0);
+    const back = await dev.toBuffer();
+    ranges.forEach((r, i) => {
+      assert.ok(back.subarray(r.targetOffset, r.targetOffset + r.size).equals(data.subarray(r.fileOffset, r.fileOffset + r.size)), `range ${i}`);
+      assert.ok(back.subarray(r.targetOffset + r.size, r.targetOffset + 2 * 4096).every((b) => b === 0xee), `gap after range ${i}`);
+    });
+    const route = res.record.routes['posix-device']!;
+    assert.equal(route.copies, n, 'a copy per range');
+    if (cudaStatus().copyBatch) {
+      assert.ok(route.copyBatches! > 0 && route.copyBatches! < n / 8, `${route.copyBatches} batch calls`);
+      assert.equal(res.record.copyBatchFallback, undefined);
+    } else {
+      assert.equal(route.copyBatches, 0);
+      assert.equal(res.record.copyBatchFallback?.code, 'COPY_BATCH_UNAVAILABLE');
+    }
   });
 
   test('mid-size and small reads into the GPU are byte-exact', async (t) => {
