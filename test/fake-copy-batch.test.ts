@@ -9,7 +9,7 @@
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { fakeDriverDir, makeFile, useFakeDriver, withEnv } from './helpers.js';
+import { fakeDriverDir, makeFile, shuffled, useFakeDriver, withEnv } from './helpers.js';
 
 const variant = process.env.PENSTOCK_TEST_DRIVER_VARIANT;
 useFakeDriver({ FAKE_CUDA_ASYNC_DELAY_US: '20' });
@@ -44,14 +44,8 @@ async function scattered(n: number): Promise<Seen> {
   await using f = await open(file, 'r', { compatMode: 'on' });
   const slot = 4096;
   using dev = DeviceBuffer.alloc(2 * n * slot);
-  const order = Array.from({ length: n }, (_, i) => i);
   let x = 7;
-  for (let i = n - 1; i > 0; i--) {
-    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
-    const j = x % (i + 1);
-    [order[i], order[j]] = [order[j]!, order[i]!];
-  }
-  const ranges = order.map((s, i) => {
+  const ranges = shuffled(n, 3).map((s, i) => {
     x = (Math.imul(x, 1103515245) + 12345) >>> 0;
     return { fileOffset: (x % 1000) * 4096 + (i % 7), size: 4096 - (i % 5), target: dev, targetOffset: 2 * s * slot };
   });

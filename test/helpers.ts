@@ -83,3 +83,15 @@ export function newPath(name = 'out'): string {
 export function sha256(b: Uint8Array): string {
   return digestHex('sha256', b);
 }
+
+/** 0..n-1 in an order fixed by `seed` (a Fisher–Yates shuffle driven by a small LCG). */
+export function shuffled(n: number, seed: number): number[] {
+  const out = Array.from({ length: n }, (_, i) => i);
+  let x = seed;
+  for (let i = n - 1; i > 0; i--) {
+    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+    const j = x % (i + 1);
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { DeviceBuffer, open, readBatch } from '../../src/index.js';
 import { cudaStatus } from '../../src/runtime.js';
-import { makeFile } from '../helpers.js';
+import { makeFile, shuffled } from '../helpers.js';
 import { gpuOrSkip } from './guard.js';
 
 
@@ -37,14 +37,9 @@ describe('GPU batches', () => {
     const n = 10_000;
     using dev = DeviceBuffer.alloc(2 * n * 4096);
     await dev.copyFrom(Buffer.alloc(dev.byteLength, 0xee));
-    const slots = Array.from({ length: n }, (_, i) => i);
     let x = 11;
     const next = () => (x = (Math.imul(x, 1103515245) + 12345) >>> 0);
-    for (let i = n - 1; i > 0; i--) {
-      const j = next() % (i + 1);
-      [slots[i], slots[j]] = [slots[j]!, slots[i]!];
-    }
-    const ranges = slots.map((s, i) => ({ fileOffset: (next() % 16384) * 4096 + (i % 5), size: 4096 - (i % 3), target: dev, targetOffset: 2 * s * 4096 }));
+    const ranges = shuffled(n, 5).map((s, i) => ({ fileOffset: (next() % 16384) * 4096 + (i % 5), size: 4096 - (i % 3), target: dev, targetOffset: 2 * s * 4096 }));
     const res = await readBatch(ranges, { file: f });
     assert.equal(res.errors.size, 0);
     const back = await dev.toBuffer();
