@@ -36,6 +36,12 @@ export const BATCH_RING_SCRATCH = 1024 * KiB;
  * 4 / 16 threads, 16 copies 0.76 / 1.59 / 1.58, 1024 copies 0.85 / 1.96 / 1.61.
  */
 export const COPY_BATCH_MIN = 2;
+/**
+ * The most copies one batch call carries; a fill that needs more issues several. The driver
+ * documents no limit, and 1024 is the largest batch measured ({@link COPY_BATCH_MIN}'s figures);
+ * a fill of tiny ranges can hold far more.
+ */
+export const COPY_BATCH_MAX = 1024;
 
 /** One range, resolved to indices: its file, its target and where in them. */
 export interface PlanRange {

@@ -6,7 +6,7 @@
  * fetch thousands of samples at once: per range it costs a pread, not an operation.
  */
 import { native, type NativeAddon, type NativeBatchResult } from './binding.js';
-import { BATCH_PART_PIECES, BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, COPY_BATCH_MIN, planColumns, planParts, type BatchPlan, type PlanColumns } from './batch-plan.js';
+import { BATCH_PART_PIECES, BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, COPY_BATCH_MAX, COPY_BATCH_MIN, planColumns, planParts, type BatchPlan, type PlanColumns } from './batch-plan.js';
 import { DeviceBuffer } from './device-buffer.js';
 import { AbortError, fromNative, usage } from './errors.js';
 import { PenstockFile, type Memory } from './file.js';
@@ -231,7 +231,7 @@ function submit(c: Collected, signal: AbortSignal | undefined, onProgress: ((n: 
     const spec = {
       fds, hostTargets: hostViews, deviceTargets, deviceLengths, deviceOrdinals, ring: BATCH_RING_ENTRIES, ringScratch: BATCH_RING_SCRATCH,
       reads: plan.reads, pieces: plan.pieces, tasks: plan.tasks, pieceBytes, progress: report,
-      copyBatchMin: COPY_BATCH_MIN, copyBatch,
+      copyBatchMin: COPY_BATCH_MIN, copyBatchMax: COPY_BATCH_MAX, copyBatch,
     };
     try {
       parts.push({ plan, pieceBytes, op: native().submitBatch(spec) });

@@ -19,7 +19,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { describe, test } from 'node:test';
 const { DeviceBuffer, configure, open, readBatch } = await import('../src/index.js');
-const { COPY_BATCH_MIN, columnsOf, planBatch } = await import('../src/batch-plan.js');
+const { COPY_BATCH_MAX, COPY_BATCH_MIN, columnsOf, planBatch } = await import('../src/batch-plan.js');
 const { native } = await import('../src/binding.js');
 const { cudaStatus } = await import('../src/runtime.js');
 
@@ -31,6 +31,31 @@ interface Seen {
   copies: number;
   copyBatches: number;
   fallback: string | null;
+}
+
+/**
+ * `n` ranges of `size` bytes from random places in a file, each into every other `size`-byte
+ * slot of a GPU buffer, shuffled: byte-exact, the gaps untouched. The record of the device route.
+ */
+async function tiny(n: number, size: number): Promise<{ copies: number; copyBatches: number }> {
+  configure({ threads: 1, bounceBufferSize: 256 * KiB });
+  const { file, data } = makeFile(1 << 20);
+  await using f = await open(file, 'r', { compatMode: 'on' });
+  using dev = DeviceBuffer.alloc(2 * n * size);
+  let x = 9;
+  const ranges = shuffled(n, 4).map((s) => {
+    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+    return { fileOffset: x % ((1 << 20) - size), size, target: dev, targetOffset: 2 * s * size };
+  });
+  const res = await readBatch(ranges, { file: f });
+  assert.equal(res.errors.size, 0);
+  const back = await dev.toBuffer();
+  ranges.forEach((r, i) => {
+    assert.ok(back.subarray(r.targetOffset, r.targetOffset + size).equals(data.subarray(r.fileOffset, r.fileOffset + size)), `range ${i}`);
+    assert.ok(back.subarray(r.targetOffset + size, r.targetOffset + 2 * size).every((b) => b === 0xa5), `gap after range ${i}`);
+  });
+  const route = res.record.routes['posix-device']!;
+  return { copies: route.copies!, copyBatches: route.copyBatches! };
 }
 
 /**
@@ -73,7 +98,7 @@ async function askBatchCopies(copyBatch: unknown): Promise<string> {
     await native().submitBatch({
       fds: Int32Array.of(fd), reads: plan.reads, pieces: plan.pieces, tasks: plan.tasks, hostTargets: [target.buffer],
       deviceTargets: new BigUint64Array(0), deviceLengths: new Float64Array(0), deviceOrdinals: new Int32Array(0),
-      pieceBytes: new Float64Array(plan.pieceRange.length), copyBatchMin: COPY_BATCH_MIN, copyBatch,
+      pieceBytes: new Float64Array(plan.pieceRange.length), copyBatchMin: COPY_BATCH_MIN, copyBatchMax: 8, copyBatch,
     }).promise;
     return 'ok';
   } catch (err) {
@@ -111,6 +136,14 @@ if (variant) {
     test('fewer copies than COPY_BATCH_MIN in a fill go a call each, and no fallback is claimed', async () => {
       const seen = await scattered(COPY_BATCH_MIN - 1);
       assert.deepEqual([seen.copies, seen.copyBatches, seen.fallback], [COPY_BATCH_MIN - 1, 0, null]);
+    });
+
+    test('a fill of more than COPY_BATCH_MAX copies goes in several batch calls, none longer than that', async () => {
+      // 32-byte ranges: a task of 64 KiB holds 2048, and so does a fill of a 128 KiB half. The
+      // fake refuses any call longer than COPY_BATCH_MAX.
+      const seen = await withEnv({ FAKE_CUDA_COPY_BATCH_MAX: String(COPY_BATCH_MAX) }, () => tiny(12_000, 32));
+      assert.equal(seen.copies, 12_000);
+      assert.ok(seen.copyBatches >= Math.ceil(12_000 / COPY_BATCH_MAX), `${seen.copyBatches} batch calls`);
     });
 
     test('a copy of a batch call that fails rejects the batch with its CUDA error; the next batch works', async () => {

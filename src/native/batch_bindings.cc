@@ -258,10 +258,12 @@ Napi::Value SubmitBatch(const Napi::CallbackInfo& info) {
     op->ringScratch = ArgU64(s.Get("ringScratch"), "ringScratch");
     if (op->ringEntries && !op->ringScratch) ThrowBadArgument(env, "ringScratch must be positive with a ring");
   }
-  // Where a fill's copies go in one batch call, as the plan asks: only with a driver that has one.
+  // Where a fill's copies go in batch calls, and how many to a call, as the plan asks: only with a
+  // driver that has them.
   Napi::Value copyBatchMin = s.Get("copyBatchMin");
   if (!copyBatchMin.IsUndefined()) {
     op->copyBatchMin = static_cast<uint32_t>(ArgInt(copyBatchMin, "copyBatchMin", 0, 1 << 30));
+    op->copyBatchMax = static_cast<uint32_t>(ArgInt(s.Get("copyBatchMax"), "copyBatchMax", 1, 1 << 30));
     Napi::Value copyBatch = s.Get("copyBatch");
     if (!copyBatch.IsBoolean()) ThrowBadArgument(env, "copyBatch must be a boolean with copyBatchMin");
     op->copyBatch = copyBatch.As<Napi::Boolean>().Value();

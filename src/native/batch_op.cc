@@ -248,20 +248,28 @@ ErrorRecord BatchOp::DeviceTask(const Task& t) {
     return {};
   };
   auto flush = [&](int half) -> ErrorRecord {  // issues the half's copies
-    bool crowded = copyBatchMin && copies.size() >= copyBatchMin;
-    if (crowded && copyBatch) {
-      ErrorRecord e = IssueCopyBatch(copies.data(), copies.size(), ordinal, batchArrays, slot->stream);
-      if (!e.ok()) return e;
-      copies_ += copies.size();
-      ++copyBatches_;
-    } else {
-      if (crowded) ++unbatchedFills_;
-      for (const HostToDevice& c : copies) {
-        CUresult r = cu.MemcpyHtoDAsync(c.dst, c.src, c.n, slot->stream);
-        if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuMemcpyHtoDAsync");
-        ++copies_;
+    bool unbatched = false;
+    // In groups of at most copyBatchMax: one batch call each where it holds copyBatchMin or more.
+    for (size_t at = 0; at < copies.size();) {
+      size_t n = std::min<size_t>(copies.size() - at, copyBatchMax);
+      bool crowded = copyBatchMin && n >= copyBatchMin;
+      if (crowded && copyBatch) {
+        ErrorRecord e = IssueCopyBatch(copies.data() + at, n, ordinal, batchArrays, slot->stream);
+        if (!e.ok()) return e;
+        copies_ += n;
+        ++copyBatches_;
+      } else {
+        unbatched |= crowded;
+        for (size_t i = at; i < at + n; ++i) {
+          const HostToDevice& c = copies[i];
+          CUresult r = cu.MemcpyHtoDAsync(c.dst, c.src, c.n, slot->stream);
+          if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuMemcpyHtoDAsync");
+          ++copies_;
+        }
       }
+      at += n;
     }
+    if (unbatched) ++unbatchedFills_;
     if (!copies.empty()) {
       CUresult r = cu.EventRecord(slot->events[half], slot->stream);
       if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuEventRecord");

@@ -65,9 +65,11 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   // Host reads a ring group may hold through scratch, in bytes (reads straight into their
   // target need none).
   uint64_t ringScratch = 0;
-  // A fill of a bounce half needing at least copyBatchMin copies (0: never) issues them in one
-  // batch call (copy_batch.h) where copyBatch is set, and one call each where not (counted).
+  // A fill of a bounce half issues its copies in groups of at most copyBatchMax; a group of at
+  // least copyBatchMin copies (0: never) goes in one batch call (copy_batch.h) where copyBatch is
+  // set, and one call each where not (the fill is counted).
   uint32_t copyBatchMin = 0;
+  uint32_t copyBatchMax = 1;
   bool copyBatch = false;
 
   // Set before Start(); it outlives the batch's last post.

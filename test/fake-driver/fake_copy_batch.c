@@ -7,8 +7,10 @@
  * is queued: one end must be device memory, the other host memory (the fake's choice: no
  * device-to-device copies). Each copy is then queued like a cuMemcpyHtoDAsync_v2 or
  * cuMemcpyDtoHAsync_v2 on the stream, and counts against FAKE_CUDA_FAIL_COPY_AFTER as they do.
+ * FAKE_CUDA_COPY_BATCH_MAX refuses calls of more copies than it says.
  */
 #include "fake_stream.h"
+#include "fake_switches.h"
 
 #include <stdint.h>
 
@@ -41,6 +43,9 @@ static CUresult copy_batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, 
   if (r) return r;
   if (!count || !dsts || !srcs || !sizes || !attrs || !attrs_idxs || !num_attrs || num_attrs > count || !h)
     return CUDA_ERROR_INVALID_VALUE;
+  /* A driver with a limit of its own (none is documented): FAKE_CUDA_COPY_BATCH_MAX. */
+  long long most = fake_env_ll("FAKE_CUDA_COPY_BATCH_MAX", 0);
+  if (most > 0 && count > (unsigned long long)most) return CUDA_ERROR_INVALID_VALUE;
   for (size_t k = 0; k < num_attrs; ++k) {
     if (attrs_idxs[k] >= count || (k == 0 ? attrs_idxs[k] != 0 : attrs_idxs[k] <= attrs_idxs[k - 1]))
       return CUDA_ERROR_INVALID_VALUE;
