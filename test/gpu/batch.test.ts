@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { DeviceBuffer, open, readBatch } from '../../src/index.js';
+import { COPY_BATCH_MAX } from '../../src/batch-plan.js';
 import { cudaStatus } from '../../src/runtime.js';
 import { makeFile, shuffled } from '../helpers.js';
 import { gpuOrSkip } from './guard.js';
@@ -56,6 +57,30 @@ describe('GPU batches', () => {
       assert.equal(route.copyBatches, 0);
       assert.equal(res.record.copyBatchFallback?.code, 'COPY_BATCH_UNAVAILABLE');
     }
+  });
+
+  test('12 000 ranges of 32 bytes apart on the GPU: byte-exact, fills of 2048 copies in batch calls of at most COPY_BATCH_MAX', async (t) => {
+    if (!gpuOrSkip(t)) return;
+    const { file, data } = makeFile(1 << 20);
+    await using f = await open(file);
+    const n = 12_000;
+    using dev = DeviceBuffer.alloc(2 * n * 32);
+    await dev.copyFrom(Buffer.alloc(dev.byteLength, 0xee));
+    let x = 3;
+    const ranges = shuffled(n, 8).map((s) => {
+      x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+      return { fileOffset: x % ((1 << 20) - 32), size: 32, target: dev, targetOffset: 2 * s * 32 };
+    });
+    const res = await readBatch(ranges, { file: f });
+    assert.equal(res.errors.size, 0);
+    const back = await dev.toBuffer();
+    ranges.forEach((r, i) => {
+      assert.ok(back.subarray(r.targetOffset, r.targetOffset + 32).equals(data.subarray(r.fileOffset, r.fileOffset + 32)), `range ${i}`);
+      assert.ok(back.subarray(r.targetOffset + 32, r.targetOffset + 64).every((b) => b === 0xee), `gap after range ${i}`);
+    });
+    const route = res.record.routes['posix-device']!;
+    assert.equal(route.copies, n);
+    if (cudaStatus().copyBatch) assert.ok(route.copyBatches! >= Math.ceil(n / COPY_BATCH_MAX), `${route.copyBatches} batch calls`);
   });
 
   test('mid-size and small reads into the GPU are byte-exact', async (t) => {
