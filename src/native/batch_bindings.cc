@@ -268,7 +268,8 @@ Napi::Value SubmitBatch(const Napi::CallbackInfo& info) {
     if (!copyBatch.IsBoolean()) ThrowBadArgument(env, "copyBatch must be a boolean with copyBatchMin");
     op->copyBatch = copyBatch.As<Napi::Boolean>().Value();
     if (op->copyBatch && !HaveCopyBatch())
-      ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "copy batches asked of a driver without cuMemcpyBatchAsync"));
+      ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL",
+                                           "copy batches asked of a driver without cuMemcpyBatchAsync"));
   }
   // The spec stays referenced until the batch settles: its arrays and the target memory with it.
   auto batch = std::make_shared<BatchJs>(env, op, s, progress);

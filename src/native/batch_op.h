@@ -131,7 +131,8 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   size_t runners_ = 0;  // runners Start queued
   std::atomic<size_t> remaining_{0};
   std::atomic<bool> cancelled_{false}, failed_{false}, progressPending_{false};
-  std::atomic<uint64_t> bytesDone_{0}, busyNs_{0}, ioNs_{0}, waitNs_{0}, preads_{0}, copies_{0}, copyBatches_{0}, unbatchedFills_{0}, ringReads_{0};
+  std::atomic<uint64_t> bytesDone_{0}, busyNs_{0}, ioNs_{0}, waitNs_{0}, preads_{0}, copies_{0}, ringReads_{0};
+  std::atomic<uint64_t> copyBatches_{0}, unbatchedFills_{0};
   std::atomic<int> ringError_{0};
   mutable std::mutex errorMutex_;
   ErrorRecord error_;

@@ -10,7 +10,8 @@ bool HaveCopyBatch() {
 ErrorRecord IssueCopyBatch(const HostToDevice* copies, size_t count, int ordinal, CopyBatchArrays& arrays,
                            CUstream stream) {
   const CudaApi& cu = Cuda();
-  if (!count || !HaveCopyBatch()) return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "no copies, or no batch copies in this driver");
+  if (!count || !HaveCopyBatch())
+    return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "no copies, or no batch copies in this driver");
   arrays.dsts.resize(count);
   arrays.srcs.resize(count);
   arrays.sizes.resize(count);

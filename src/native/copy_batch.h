@@ -1,5 +1,6 @@
 // Many host-to-device copies in one driver call (cuMemcpyBatchAsync, CUDA 12.8+), for a batched
-// read whose ranges land apart on the GPU: one call per staging fill instead of one per range.
+// read whose ranges land apart on the GPU: one call per staging fill (per COPY_BATCH_MAX copies of
+// it, batch-plan.ts) instead of one per range.
 // Copies issued one call each go no faster than about 0.4 M copies/s on an H200 however many
 // threads issue them (the driver serialises them); in batches, 1.6-2 M/s from four threads on.
 #pragma once
@@ -18,8 +19,8 @@ struct HostToDevice {
   uint64_t n;
 };
 
-// The arrays one call hands the driver, kept by the issuing thread and reused, so that a call
-// allocates nothing once they have grown.
+// The arrays one call hands the driver, kept by the device task that issues the calls and reused
+// across its fills, so that a call allocates nothing once they have grown.
 struct CopyBatchArrays {
   std::vector<CUdeviceptr> dsts, srcs;
   std::vector<size_t> sizes;

@@ -63,7 +63,8 @@ const CudaState& LoadCuda(const std::string& path) {
   lib.Resolve(a.IpcCloseMemHandle, "cuIpcCloseMemHandle", &ipc);
   lib.Resolve(a.DeviceGetByPCIBusId, "cuDeviceGetByPCIBusId", &ipc);
   if (lib.Resolve(a.MemcpyBatchAsync, "cuMemcpyBatchAsync_v2", nullptr)) g_state.copyBatch = "cuMemcpyBatchAsync_v2";
-  else if (lib.Resolve(a.MemcpyBatchAsyncFailIdx, "cuMemcpyBatchAsync", nullptr)) g_state.copyBatch = "cuMemcpyBatchAsync";
+  else if (lib.Resolve(a.MemcpyBatchAsyncFailIdx, "cuMemcpyBatchAsync", nullptr))
+    g_state.copyBatch = "cuMemcpyBatchAsync";
   if (!DlLibrary::Finish(g_state, a.Init, "CUDA driver")) return g_state;
   a.DriverGetVersion(&g_state.driverVersion);
   g_state.initResult = a.Init(0);
