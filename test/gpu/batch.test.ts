@@ -4,12 +4,37 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { DeviceBuffer, open, readBatch } from '../../src/index.js';
+import { DeviceBuffer, open, readBatch, type BatchReadResult } from '../../src/index.js';
 import { COPY_BATCH_MAX } from '../../src/batch-plan.js';
 import { cudaStatus } from '../../src/runtime.js';
 import { makeFile, shuffled } from '../helpers.js';
 import { gpuOrSkip } from './guard.js';
 
+
+/**
+ * `n` ranges of a file of `fileSize` random bytes, range i at `[fileOffset, size] = rangeOf(i)`
+ * (size at most `slot`), each into every other `slot`-byte slot of a GPU buffer in an order
+ * shuffled by `seed`, so that no two are next to each other there. Every range and every gap
+ * is checked byte for byte; the batch's result is returned.
+ */
+async function readApart(fileSize: number, n: number, slot: number, seed: number, rangeOf: (i: number) => [number, number]): Promise<BatchReadResult> {
+  const { file, data } = makeFile(fileSize);
+  await using f = await open(file);
+  using dev = DeviceBuffer.alloc(2 * n * slot);
+  await dev.copyFrom(Buffer.alloc(dev.byteLength, 0xee));
+  const ranges = shuffled(n, seed).map((s, i) => {
+    const [fileOffset, size] = rangeOf(i);
+    return { fileOffset, size, target: dev, targetOffset: 2 * s * slot };
+  });
+  const res = await readBatch(ranges, { file: f });
+  assert.equal(res.errors.size, 0);
+  const back = await dev.toBuffer();
+  ranges.forEach((r, i) => {
+    assert.ok(back.subarray(r.targetOffset, r.targetOffset + r.size).equals(data.subarray(r.fileOffset, r.fileOffset + r.size)), `range ${i}`);
+    assert.ok(back.subarray(r.targetOffset + r.size, r.targetOffset + 2 * slot).every((b) => b === 0xee), `gap after range ${i}`);
+  });
+  return res;
+}
 
 describe('GPU batches', () => {
   test('10 000 random ranges of 4 KiB into one buffer, byte-exact, few copies', async (t) => {
@@ -33,20 +58,11 @@ describe('GPU batches', () => {
 
   test('10 000 ranges at every other slot, shuffled: byte-exact, the gaps untouched, copies in batch calls where the driver has them', async (t) => {
     if (!gpuOrSkip(t)) return;
-    const { file, data } = makeFile(64 << 20);
-    await using f = await open(file);
     const n = 10_000;
-    using dev = DeviceBuffer.alloc(2 * n * 4096);
-    await dev.copyFrom(Buffer.alloc(dev.byteLength, 0xee));
     let x = 11;
-    const next = () => (x = (Math.imul(x, 1103515245) + 12345) >>> 0);
-    const ranges = shuffled(n, 5).map((s, i) => ({ fileOffset: (next() % 16384) * 4096 + (i % 5), size: 4096 - (i % 3), target: dev, targetOffset: 2 * s * 4096 }));
-    const res = await readBatch(ranges, { file: f });
-    assert.equal(res.errors.size, 0);
-    const back = await dev.toBuffer();
-    ranges.forEach((r, i) => {
-      assert.ok(back.subarray(r.targetOffset, r.targetOffset + r.size).equals(data.subarray(r.fileOffset, r.fileOffset + r.size)), `range ${i}`);
-      assert.ok(back.subarray(r.targetOffset + r.size, r.targetOffset + 2 * 4096).every((b) => b === 0xee), `gap after range ${i}`);
+    const res = await readApart(64 << 20, n, 4096, 5, (i) => {
+      x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+      return [(x % 16384) * 4096 + (i % 5), 4096 - (i % 3)];
     });
     const route = res.record.routes['posix-device']!;
     assert.equal(route.copies, n, 'a copy per range');
@@ -61,22 +77,11 @@ describe('GPU batches', () => {
 
   test('12 000 ranges of 32 bytes apart on the GPU: byte-exact, fills of 2048 copies in batch calls of at most COPY_BATCH_MAX', async (t) => {
     if (!gpuOrSkip(t)) return;
-    const { file, data } = makeFile(1 << 20);
-    await using f = await open(file);
     const n = 12_000;
-    using dev = DeviceBuffer.alloc(2 * n * 32);
-    await dev.copyFrom(Buffer.alloc(dev.byteLength, 0xee));
     let x = 3;
-    const ranges = shuffled(n, 8).map((s) => {
+    const res = await readApart(1 << 20, n, 32, 8, () => {
       x = (Math.imul(x, 1103515245) + 12345) >>> 0;
-      return { fileOffset: x % ((1 << 20) - 32), size: 32, target: dev, targetOffset: 2 * s * 32 };
-    });
-    const res = await readBatch(ranges, { file: f });
-    assert.equal(res.errors.size, 0);
-    const back = await dev.toBuffer();
-    ranges.forEach((r, i) => {
-      assert.ok(back.subarray(r.targetOffset, r.targetOffset + 32).equals(data.subarray(r.fileOffset, r.fileOffset + 32)), `range ${i}`);
-      assert.ok(back.subarray(r.targetOffset + 32, r.targetOffset + 64).every((b) => b === 0xee), `gap after range ${i}`);
+      return [x % ((1 << 20) - 32), 32];
     });
     const route = res.record.routes['posix-device']!;
     assert.equal(route.copies, n);
