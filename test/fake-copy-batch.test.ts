@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { fakeDriverDir, makeFile, shuffled, useFakeDriver, withEnv } from './helpers.js';
 
 const variant = process.env.PENSTOCK_TEST_DRIVER_VARIANT;
-useFakeDriver({ FAKE_CUDA_ASYNC_DELAY_US: '20' });
+useFakeDriver({ FAKE_CUDA_ASYNC_DELAY_US: '20', FAKE_CUDA_DEVICE_COUNT: '2' });
 if (variant) process.env.PENSTOCK_CUDA_LIBRARY = path.join(fakeDriverDir, variant, 'libcuda.so.1');
 
 import assert from 'node:assert/strict';
@@ -131,6 +131,31 @@ if (variant) {
       // 128 KiB halves hold 32 ranges: about 7 fills, each one batch call.
       assert.ok(seen.copyBatches >= 200 / 32 && seen.copyBatches <= 200 / COPY_BATCH_MIN, `${seen.copyBatches} batch calls`);
       assert.equal(seen.fallback, null);
+    });
+
+    test('ranges apart on two GPUs at once: the fills of each GPU in batch calls, every range byte-exact', async () => {
+      configure({ threads: 3, bounceBufferSize: 256 * KiB });
+      const { file, data } = makeFile(2 << 20);
+      await using f = await open(file, 'r', { compatMode: 'on' });
+      const n = 150;
+      using d0 = DeviceBuffer.alloc(2 * n * 4096, { device: 0 });
+      using d1 = DeviceBuffer.alloc(2 * n * 4096, { device: 1 });
+      let x = 21;
+      const ranges = shuffled(2 * n, 6).map((s, i) => {
+        x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+        return { fileOffset: (x % 500) * 4096 + (i % 9), size: 4000, target: s % 2 ? d1 : d0, targetOffset: 2 * Math.floor(s / 2) * 4096 };
+      });
+      const res = await readBatch(ranges, { file: f });
+      assert.equal(res.errors.size, 0);
+      const back = [await d0.toBuffer(), await d1.toBuffer()];
+      ranges.forEach((r, i) => {
+        const b = back[r.target === d1 ? 1 : 0]!;
+        assert.ok(b.subarray(r.targetOffset, r.targetOffset + 4000).equals(data.subarray(r.fileOffset, r.fileOffset + 4000)), `range ${i}`);
+        assert.ok(b.subarray(r.targetOffset + 4000, r.targetOffset + 2 * 4096).every((v) => v === 0xa5), `gap after range ${i}`);
+      });
+      const route = res.record.routes['posix-device']!;
+      assert.equal(route.copies, 2 * n);
+      assert.ok(route.copyBatches! >= 2, `${route.copyBatches} batch calls`);
     });
 
     test('fewer copies than COPY_BATCH_MIN in a fill go a call each, and no fallback is claimed', async () => {
