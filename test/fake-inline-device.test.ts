@@ -5,7 +5,7 @@
  * that would wait behind the pool, goes to the pool.
  */
 import { useFakeDriver, makeFile, withEnv } from './helpers.js';
-useFakeDriver();
+useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '2' });
 
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
@@ -40,6 +40,21 @@ describe('small device reads on the calling thread', () => {
     const routes = f.stats().routes['posix-device'];
     assert.equal(routes.operations, 1);
     assert.equal(routes.bytes, 4096);
+  });
+
+  test('helped reads into two GPUs in turn: each through its own staging, byte-exact, recorded on its GPU', async () => {
+    const size = INLINE_DEVICE_READ_MAX;
+    const { file, data } = makeFile(size + 8 * KiB);
+    await using f = await open(file, 'r', { compatMode: 'on' });
+    using d0 = DeviceBuffer.alloc(size, { device: 0 });
+    using d1 = DeviceBuffer.alloc(size, { device: 1 });
+    for (let i = 0; i < 6; i++) {
+      const dev = i % 2 ? d1 : d0;
+      const at = (i * 1357) % (8 * KiB);
+      const rec = await f.readRecorded(dev, { fileOffset: at, size });
+      assert.deepEqual([rec.inline, rec.device, rec.bytes, typeof rec.helpedPieces], [true, i % 2, size, 'number'], `read ${i}`);
+      assert.ok((await dev.toBuffer()).equals(data.subarray(at, at + size)), `read ${i} into GPU ${i % 2}`);
+    }
   });
 
   test('every size up to the limit is inline on the staged route; one byte more goes to the pool', async () => {
