@@ -21,7 +21,8 @@ export interface BatchRouteCounts {
   copies?: number;
   /**
    * Driver calls that carried several of `copies` at once (`cuMemcpyBatchAsync`): a fill of
-   * staging whose ranges lie apart on the GPU goes in one (device routes).
+   * staging whose ranges lie apart on the GPU goes in one per `COPY_BATCH_MAX` (1024) copies
+   * (device routes).
    */
   copyBatches?: number;
 }
