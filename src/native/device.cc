@@ -144,7 +144,67 @@ static ErrorRecord GrowSlots(DeviceState& d, int workers) {
   return {};
 }
 
-ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNode) {
+// With g_mutex held and the device's context current: `bytes` of pinned memory on the device's
+// NUMA node in place of `*buffer` (`*held` bytes). A failure leaves the old buffer (or none).
+static ErrorRecord ReplacePinned(const DeviceState& d, size_t bytes, char** buffer, size_t* held) {
+  void* p = nullptr;
+  ErrorRecord e;
+  {
+    NumaPreference numa(d.numaNode);
+    e = PENSTOCK_CUDA(MemHostAlloc, &p, bytes, CU_MEMHOSTALLOC_PORTABLE);
+  }
+  if (!e.ok()) return e;
+  if (*buffer) {
+    Cuda().MemFreeHost(*buffer);
+    AddPinnedBytes(-static_cast<long long>(*held));
+  }
+  AddPinnedBytes(static_cast<long long>(bytes));
+  *buffer = static_cast<char*>(p);
+  *held = bytes;
+  return {};
+}
+
+// With g_mutex held and the device's context current: inline staging of at least `bytes`
+// (0: none needed).
+static ErrorRecord GrowInline(DeviceState& d, size_t bytes) {
+  InlineStaging& in = d.inlineStaging;
+  std::lock_guard<std::mutex> use(in.mutex);
+  if (bytes <= in.bytes) return {};
+  if (!in.stream) {
+    ErrorRecord e = PENSTOCK_CUDA(StreamCreate, &in.stream, CU_STREAM_NON_BLOCKING);
+    if (!e.ok()) {
+      in.stream = nullptr;
+      return e;
+    }
+  }
+  return ReplacePinned(d, bytes, &in.buffer, &in.bytes);
+}
+
+bool GatherStage::TryTake(uint64_t size) {
+  if (size > bytes || busy.load(std::memory_order_relaxed)) return false;
+  return !busy.exchange(true, std::memory_order_acquire);
+}
+
+// With g_mutex held and the device's context current: a gather stage of at least `bytes` (0:
+// none needed). A stage in use is left as it is: the operation holding it keeps its buffer, and
+// the stage grows at a later call.
+static ErrorRecord GrowGather(DeviceState& d, size_t bytes) {
+  GatherStage& g = d.gather;
+  // Held while it is replaced, so no operation takes it half made; one holding it now keeps it.
+  if (bytes <= g.bytes || !g.TryTake(0)) return {};
+  ErrorRecord e;
+  for (CUstream& s : g.streams) {
+    if (s || !e.ok()) continue;
+    e = PENSTOCK_CUDA(StreamCreate, &s, CU_STREAM_NON_BLOCKING);
+    if (!e.ok()) s = nullptr;
+  }
+  if (e.ok()) e = ReplacePinned(d, bytes, &g.buffer, &g.bytes);
+  g.Give();
+  return e;
+}
+
+ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNode, size_t inlineBytes,
+                          size_t gatherBytes) {
   CUcontext ctx;
   ErrorRecord e = RetainContext(ordinal, &ctx);
   if (!e.ok()) return e;
@@ -181,77 +241,8 @@ ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNo
   e = GrowSlots(d, workers);
   if (!e.ok()) return e;
   d.prepared = true;
-  return {};
-}
-
-// With g_mutex held.
-static DeviceState* FindPrepared(int ordinal) {
-  auto it = g_devices.find(ordinal);
-  return it == g_devices.end() || !it->second.prepared ? nullptr : &it->second;
-}
-
-// With g_mutex held and the device's context current: `bytes` of pinned memory on the device's
-// NUMA node in place of `*buffer` (`*held` bytes). A failure leaves the old buffer (or none).
-static ErrorRecord ReplacePinned(const DeviceState& d, size_t bytes, char** buffer, size_t* held) {
-  void* p = nullptr;
-  ErrorRecord e;
-  {
-    NumaPreference numa(d.numaNode);
-    e = PENSTOCK_CUDA(MemHostAlloc, &p, bytes, CU_MEMHOSTALLOC_PORTABLE);
-  }
-  if (!e.ok()) return e;
-  if (*buffer) {
-    Cuda().MemFreeHost(*buffer);
-    AddPinnedBytes(-static_cast<long long>(*held));
-  }
-  AddPinnedBytes(static_cast<long long>(bytes));
-  *buffer = static_cast<char*>(p);
-  *held = bytes;
-  return {};
-}
-
-ErrorRecord PrepareInline(int ordinal, size_t bytes) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  DeviceState* found = FindPrepared(ordinal);
-  if (!found) return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared");
-  DeviceState& d = *found;
-  InlineStaging& in = d.inlineStaging;
-  std::lock_guard<std::mutex> use(in.mutex);
-  if (bytes <= in.bytes) return {};
-  ContextGuard guard(d.ctx);
-  if (!in.stream) {
-    ErrorRecord e = PENSTOCK_CUDA(StreamCreate, &in.stream, CU_STREAM_NON_BLOCKING);
-    if (!e.ok()) {
-      in.stream = nullptr;
-      return e;
-    }
-  }
-  return ReplacePinned(d, bytes, &in.buffer, &in.bytes);
-}
-
-bool GatherStage::TryTake(uint64_t size) {
-  if (size > bytes || busy.load(std::memory_order_relaxed)) return false;
-  return !busy.exchange(true, std::memory_order_acquire);
-}
-
-ErrorRecord PrepareGather(int ordinal, size_t bytes) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  DeviceState* found = FindPrepared(ordinal);
-  if (!found) return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared");
-  DeviceState& d = *found;
-  GatherStage& g = d.gather;
-  // Held while it is replaced, so no operation takes it half made; one holding it now keeps it.
-  if (bytes <= g.bytes || !g.TryTake(0)) return {};
-  ContextGuard guard(d.ctx);
-  ErrorRecord e;
-  for (CUstream& s : g.streams) {
-    if (s || !e.ok()) continue;
-    e = PENSTOCK_CUDA(StreamCreate, &s, CU_STREAM_NON_BLOCKING);
-    if (!e.ok()) s = nullptr;
-  }
-  if (e.ok()) e = ReplacePinned(d, bytes, &g.buffer, &g.bytes);
-  g.Give();
-  return e;
+  e = GrowInline(d, inlineBytes);
+  return e.ok() ? GrowGather(d, gatherBytes) : e;
 }
 
 ErrorRecord GrowPreparedDevices(int workers) {
@@ -273,7 +264,8 @@ WorkerSlot* DeviceState::Slot(int worker) const {
 
 DeviceState* PreparedDevice(int ordinal) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  return FindPrepared(ordinal);
+  auto it = g_devices.find(ordinal);
+  return it == g_devices.end() || !it->second.prepared ? nullptr : &it->second;
 }
 
 ErrorRecord DeviceAlloc(int ordinal, size_t size, CUdeviceptr* out) {

@@ -92,13 +92,11 @@ ErrorRecord RetainContext(int ordinal, CUcontext* out);
 // Bounce buffers are placed on `numaNode` (the GPU's, from sysfs) when it is >= 0, so staging
 // copies cross no socket link. A new size is all or nothing: the new buffers are allocated
 // before the old ones go, so a failure leaves the device as it was. It is refused with
-// ERR_PENSTOCK_BUSY while operations of any environment are in flight.
-ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNode);
-// Gives a prepared device inline staging of at least `bytes` (0: none needed).
-ErrorRecord PrepareInline(int ordinal, size_t bytes);
-// Gives a prepared device a gather stage of at least `bytes` (0: none needed). A stage in use is
-// left as it is: the operation holding it keeps its buffer, and the stage grows at a later call.
-ErrorRecord PrepareGather(int ordinal, size_t bytes);
+// ERR_PENSTOCK_BUSY while operations of any environment are in flight. Then gives the device
+// inline staging of at least `inlineBytes` and a gather stage of at least `gatherBytes` (0: none
+// needed); a gather stage in use is left as it is, and grows at a later call.
+ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNode, size_t inlineBytes,
+                          size_t gatherBytes);
 // Gives every prepared device a slot for each of `workers` workers (before the pool grows).
 ErrorRecord GrowPreparedDevices(int workers);
 DeviceState* PreparedDevice(int ordinal);

@@ -291,7 +291,7 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
     if (!d) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared"));
     // Another environment may have grown the pool since this device was prepared here.
     if (d->slotCount.load() < ThreadPool::Instance().Size()) {
-      ErrorRecord e = PrepareDevice(spec.device, d->half, ThreadPool::Instance().Size(), d->numaNode);
+      ErrorRecord e = PrepareDevice(spec.device, d->half, ThreadPool::Instance().Size(), d->numaNode, 0, 0);
       if (!e.ok()) ThrowRecord(env, e);
     }
   }

@@ -47,9 +47,8 @@ Napi::Value DevicePrepare(const Napi::CallbackInfo& info) {
   uint64_t gatherBytes = ArgU64(Arg(info, 4, "gatherBytes"), "gatherBytes");
   if (bounce < 2) ThrowRecord(info.Env(), ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "bounceBytes must be at least 2"));
   std::lock_guard<std::mutex> lock(PoolMutex());
-  ErrorRecord e = PrepareDevice(ordinal, bounce / 2, ThreadPool::Instance().Size(), numaNode);
-  if (e.ok()) e = PrepareInline(ordinal, inlineBytes);
-  if (e.ok()) e = PrepareGather(ordinal, gatherBytes);
+  ErrorRecord e =
+      PrepareDevice(ordinal, bounce / 2, ThreadPool::Instance().Size(), numaNode, inlineBytes, gatherBytes);
   if (!e.ok()) ThrowRecord(info.Env(), e);
   return info.Env().Undefined();
 }
