@@ -121,4 +121,16 @@ void CheckSpan(Napi::Env env, const HostSpan& span, uint64_t offset, uint64_t si
                                              " of " + std::to_string(span.length) + " bytes"));
 }
 
+std::pair<void*, size_t> ArgTypedArray(const Napi::Value& v, napi_typedarray_type type, const char* name) {
+  bool is = false;
+  if (napi_is_typedarray(v.Env(), v, &is) != napi_ok || !is) Bad(v.Env(), std::string(name) + " must be a typed array");
+  napi_typedarray_type got;
+  size_t count = 0, offset = 0;
+  void* data = nullptr;
+  napi_value buffer;
+  if (napi_get_typedarray_info(v.Env(), v, &got, &count, &data, &buffer, &offset) != napi_ok || got != type)
+    Bad(v.Env(), std::string(name) + " has the wrong element type");
+  return {data, count};
+}
+
 }  // namespace penstock

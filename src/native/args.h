@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "cuda_api.h"
 
@@ -41,6 +42,15 @@ struct HostSpan {
   size_t length = 0;
 };
 HostSpan ArgHost(const Napi::Value& v, const char* name);
+
+// A typed array whose elements are of `type`, from the engine's own record of it: where its
+// elements are and how many.
+std::pair<void*, size_t> ArgTypedArray(const Napi::Value& v, napi_typedarray_type type, const char* name);
+template <typename T>
+std::pair<T*, size_t> ArgTyped(const Napi::Value& v, napi_typedarray_type type, const char* name) {
+  auto [data, count] = ArgTypedArray(v, type, name);
+  return {static_cast<T*>(data), count};
+}
 // Throws unless [offset, offset + size) lies within `span`.
 void CheckSpan(Napi::Env env, const HostSpan& span, uint64_t offset, uint64_t size, const char* name);
 

@@ -121,20 +121,6 @@ void DeliverBatchEvent(Napi::Env env, Napi::Function, std::nullptr_t*, BatchEven
   }
 }
 
-// A typed array of the expected kind, as a pointer and an element count.
-template <typename T>
-std::pair<const T*, size_t> Typed(const Napi::Value& v, napi_typedarray_type type, const char* name) {
-  bool is = false;
-  if (napi_is_typedarray(v.Env(), v, &is) != napi_ok || !is) ThrowBadArgument(v.Env(), std::string(name) + " must be a typed array");
-  napi_typedarray_type got;
-  size_t count = 0, offset = 0;
-  void* data = nullptr;
-  napi_value ab;
-  if (napi_get_typedarray_info(v.Env(), v, &got, &count, &data, &ab, &offset) != napi_ok || got != type)
-    ThrowBadArgument(v.Env(), std::string(name) + " has the wrong element type");
-  return {static_cast<const T*>(data), count};
-}
-
 // A field of a Float64Array record: an integer in [lo, 2^53).
 uint64_t Whole(Napi::Env env, double d, double lo, const char* name) {
   if (!(d >= lo) || d > 9007199254740991.0 || static_cast<double>(static_cast<int64_t>(d)) != d)
@@ -151,15 +137,15 @@ Napi::Value SubmitBatch(const Napi::CallbackInfo& info) {
   Napi::Object s = info[0].As<Napi::Object>();
   auto op = std::make_shared<BatchOp>();
 
-  auto fds = Typed<int32_t>(s.Get("fds"), napi_int32_array, "fds");
-  auto reads = Typed<double>(s.Get("reads"), napi_float64_array, "reads");
-  auto pieces = Typed<double>(s.Get("pieces"), napi_float64_array, "pieces");
-  auto tasks = Typed<double>(s.Get("tasks"), napi_float64_array, "tasks");
-  auto devBase = Typed<uint64_t>(s.Get("deviceTargets"), napi_biguint64_array, "deviceTargets");
-  auto devLength = Typed<double>(s.Get("deviceLengths"), napi_float64_array, "deviceLengths");
-  auto devOrdinal = Typed<int32_t>(s.Get("deviceOrdinals"), napi_int32_array, "deviceOrdinals");
+  auto fds = ArgTyped<int32_t>(s.Get("fds"), napi_int32_array, "fds");
+  auto reads = ArgTyped<double>(s.Get("reads"), napi_float64_array, "reads");
+  auto pieces = ArgTyped<double>(s.Get("pieces"), napi_float64_array, "pieces");
+  auto tasks = ArgTyped<double>(s.Get("tasks"), napi_float64_array, "tasks");
+  auto devBase = ArgTyped<uint64_t>(s.Get("deviceTargets"), napi_biguint64_array, "deviceTargets");
+  auto devLength = ArgTyped<double>(s.Get("deviceLengths"), napi_float64_array, "deviceLengths");
+  auto devOrdinal = ArgTyped<int32_t>(s.Get("deviceOrdinals"), napi_int32_array, "deviceOrdinals");
   Napi::Value out = s.Get("pieceBytes");
-  auto outBytes = Typed<double>(out, napi_float64_array, "pieceBytes");
+  auto outBytes = ArgTyped<double>(out, napi_float64_array, "pieceBytes");
   Napi::Value hostTargets = s.Get("hostTargets");
   if (!hostTargets.IsArray()) ThrowBadArgument(env, "hostTargets must be an array");
   if (reads.second % 7 || pieces.second % 4 || tasks.second % 3) ThrowBadArgument(env, "batch records of the wrong length");

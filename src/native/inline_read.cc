@@ -125,7 +125,8 @@ constexpr uint64_t kMaxPieces = 1024;
 // staging gives -EBUSY: the pool then takes the read.
 Napi::Value ReadCachedToDevice(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info.Length() != 9) ThrowBadArgument(env, "readCachedToDevice(fd, device, devicePtr, size, fileOffset, piece, helpers, scratch, report)");
+  if (info.Length() != 9)
+    ThrowBadArgument(env, "readCachedToDevice(fd, device, devicePtr, size, fileOffset, piece, helpers, scratch, report)");
   int fd = ArgInt(info[0], "fd", 0, INT32_MAX);
   int device = ArgInt(info[1], "device", 0, INT32_MAX);
   CUdeviceptr dst = ArgPtr(info[2], "devicePtr");
@@ -135,9 +136,8 @@ Napi::Value ReadCachedToDevice(const Napi::CallbackInfo& info) {
   int helpers = ArgInt(info[6], "helpers", 0, kMaxHelpers);
   bool throughScratch = ArgBool(info[7], "scratch");
   if (piece == 0) ThrowBadArgument(env, "piece must be positive");
-  if (!info[8].IsTypedArray() || info[8].As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array || info[8].As<Napi::TypedArray>().ElementLength() < 1)
-    ThrowBadArgument(env, "report must be a Uint32Array of at least one element");
-  Napi::Uint32Array report = info[8].As<Napi::Uint32Array>();
+  auto [report, reportLength] = ArgTyped<uint32_t>(info[8], napi_uint32_array, "report");
+  if (reportLength < 1) ThrowBadArgument(env, "report must be a Uint32Array of at least one element");
   DeviceState* d = PreparedDevice(device);
   if (!d) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared"));
   InlineStaging& in = d->inlineStaging;
