@@ -40,10 +40,10 @@ export function stagedSpec(s: Readonly<Settings>, base: SpecBase, size: number, 
   };
 }
 
-/** A cuFile transfer of `size` bytes at `memOffset` into the registered GPU buffer at `base` (cuFile handle `handle`). */
-export function cufileSpec(s: Readonly<Settings>, common: SpecBase, size: number, bufferBase: bigint, memOffset: number, device: number, handle: number): NativeCuFileSpec {
+/** A cuFile transfer of `size` bytes at `memOffset` into the registered GPU buffer at `bufferBase` (cuFile handle `handle`). */
+export function cufileSpec(s: Readonly<Settings>, base: SpecBase, size: number, bufferBase: bigint, memOffset: number, device: number, handle: number): NativeCuFileSpec {
   return {
-    ...common, route: 'cufile', directFd: -1, size, taskSize: taskSizeFor(s, size), devicePtr: bufferBase + BigInt(memOffset), device,
+    ...base, route: 'cufile', directFd: -1, size, taskSize: taskSizeFor(s, size), devicePtr: bufferBase + BigInt(memOffset), device,
     cufileHandle: handle, cufileBase: bufferBase, cufileBaseOffset: memOffset,
   };
 }

@@ -14,6 +14,7 @@ import { GATHER_STAGE, POOL_SPIN_NS, poolSpinners } from './transfer-plan.js';
 
 let settings: Settings | undefined;
 let poolThreads = 0;
+let spinnerCount = 0;
 const prepared = new Map<number, string>();
 
 /** The settings in force (defaults, then `PENSTOCK_*` variables, then `configure()`). */
@@ -49,8 +50,6 @@ export function ensurePool(): void {
     poolThreads = want;
   }
 }
-
-let spinnerCount = 0;
 
 /** Pool workers that watch the queue before they sleep, as last set by {@link ensurePool} (0 before). */
 export function poolSpinnerCount(): number {
