@@ -19,6 +19,7 @@
         "src/native/posix_tasks.cc",
         "src/native/gather_read.cc",
         "src/native/mapped_read.cc",
+        "src/native/kept_pages.cc",
         "src/native/stream_copy.cc",
         "src/native/posix_io.cc",
         "src/native/staging_pipe.cc",

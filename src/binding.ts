@@ -343,6 +343,32 @@ export interface NativeAddon {
    * set to the pieces that helpers read.
    */
   readCachedToDevice(fd: number, device: number, devicePtr: bigint, size: number, fileOffset: number, piece: number, helpers: number, scratch: boolean, report: Uint32Array): number;
+  /**
+   * Copies `size` bytes at `fileOffset` of kept span `id` to `devicePtr` on the calling thread
+   * (the device's inline stream), once `fd`'s stamp is checked against the span's: `size`, or
+   * -EBUSY while another thread uses that stream. Throws ERR_PENSTOCK_KEPT_STALE for a changed file.
+   */
+  readKept(id: number, fd: number, fileOffset: number, size: number, device: number, devicePtr: bigint): number;
+  /** Starts a read of kept pages on the pool, registering the range under `id` first when `keep`. */
+  submitKept(spec: NativeKeptSpec): NativeOp;
+  /** Drops span `id` (its pages go once no read in flight uses them); false for an unknown id. */
+  keptRelease(id: number): boolean;
+  /** Bytes of page-cache pages kept registered, process-wide. */
+  keptBytes(): number;
+}
+
+/** A read of kept pages on the pool (kept_pages.cc). */
+export interface NativeKeptSpec {
+  id: number;
+  /** Register the range under `id` first (refused for a file changed within `settleNs`). */
+  keep: boolean;
+  fd: number;
+  fileOffset: number;
+  size: number;
+  device: number;
+  devicePtr: bigint;
+  settleNs: number;
+  progress?: (bytes: number) => void;
 }
 
 /** The package root: dist/src/binding.js lives two levels below it. */
@@ -379,6 +405,7 @@ export const NATIVE_FUNCTIONS = [
   'cufileLoad', 'cufileStatus', 'cufileDriverOpen', 'cufileRegister', 'cufileDeregister', 'cufileStats', 'submit',
   'inflight', 'residency', 'dropCache', 'ipcStatus', 'ipcProcessId', 'ipcPointerFacts', 'ipcGetMemHandle',
   'ipcOpenMemHandle', 'ipcCloseMemHandle', 'deviceByPciBusId', 'submitBatch', 'readCached', 'readCachedToDevice',
+  'readKept', 'submitKept', 'keptRelease', 'keptBytes',
 ] as const;
 
 // Fails to compile when NativeAddon and NATIVE_FUNCTIONS differ by a name either way.

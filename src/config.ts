@@ -65,6 +65,17 @@ export interface Settings {
    */
   mappedReads: boolean | 'auto';
   /**
+   * A range of a file read into a GPU a second time (1 MiB or more, from the same open file)
+   * keeps its page-cache pages registered with CUDA, so that this read and every later read of
+   * it is one copy by the GPU straight out of the page cache (route `mapped-device`, record
+   * `kept`): no CPU copy, no staging. Kept pages are pinned: they cannot be reclaimed while
+   * kept. At most this many bytes are kept in the process, least recently read ranges released
+   * first; a file's ranges go when it is closed. A kept range is read only while the file's
+   * size and times are those its pages were registered under. 0: never. Default 1/16 of the
+   * machine's memory, at most 4 GiB (see docs/performance.md).
+   */
+  keptPagesMax: number;
+  /**
    * Host reads of large tasks go through a small cache-resident scratch buffer and are copied out
    * with streaming (non-temporal) stores, which moves less through DRAM than a plain pread into a
    * large buffer; buffered host writes are copied into such scratch before each pwrite, so the

@@ -15,6 +15,9 @@ import { FileRouting, type FileRoute, type RouteReason } from './routing.js';
 import { anyDevicePrepared, cufileEvidence, currentSettings, cudaStatus, ensurePool, prepareDevice } from './runtime.js';
 import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
 import { readCached, readCachedToDevice } from './inline-read.js';
+import { KeptFile } from './kept-pages.js';
+import { readKept } from './kept-read.js';
+import type { Reason } from './reasons.js';
 import { cufileSpec, hostSpec, stagedSpec, type SpecBase } from './op-spec.js';
 import { planRead, readsInline, readsInlineToDevice } from './transfer-plan.js';
 import { checkLength, checkRange, describe } from './validate.js';
@@ -50,6 +53,7 @@ interface FileResources {
   path: string;
   fds: number[];
   routing: FileRouting;
+  kept: KeptFile;
 }
 
 /**
@@ -62,6 +66,7 @@ const fileCollector = new FinalizationRegistry<FileResources>((res) => {
     { code: 'PENSTOCK_FILE_NOT_CLOSED' },
   );
   res.routing.release();
+  res.kept.release();
   for (const fd of res.fds) {
     try {
       fs.closeSync(fd);
@@ -90,6 +95,7 @@ export class PenstockFile {
   #mappedRefused: RouteReason | undefined;
   #inlineUnsupported = false;
   #routing: FileRouting;
+  #kept = new KeptFile();
   #stats = new StatsBook();
   #directPending: Promise<number> | undefined;
   // Operations in flight; close() ends it once they have settled.
@@ -103,7 +109,7 @@ export class PenstockFile {
     this.#fd = fd;
     this.#routing = new FileRouting(compatMode);
     this.#lifetime = new Lifetime(`The file ${path}`, 'ERR_PENSTOCK_FILE_CLOSED', 'is closed');
-    this.#resources = { path, fds: [fd], routing: this.#routing };
+    this.#resources = { path, fds: [fd], routing: this.#routing, kept: this.#kept };
     fileCollector.register(this, this.#resources, this);
   }
 
@@ -124,6 +130,7 @@ export class PenstockFile {
       ...r,
       ...(this.#directRefused ? { directIo: { ...this.#directRefused } } : {}),
       ...(this.#mappedRefused ? { mapped: { ...this.#mappedRefused } } : {}),
+      ...(this.#kept.refused ? { keptPages: { ...this.#kept.refused } } : {}),
     };
   }
 
@@ -196,6 +203,7 @@ export class PenstockFile {
   async #doClose(): Promise<void> {
     await this.#lifetime.endWhenIdle();
     this.#routing.release();
+    this.#kept.release();
     fileCollector.unregister(this);
     const fds = [this.#fd, this.#directFd].filter((x): x is number => x !== undefined && x >= 0);
     this.#directFd = undefined;
@@ -237,9 +245,19 @@ export class PenstockFile {
         cufile = this.#routing.decide(this.#fd).device === 'cufile';
       }
       let spec: NativeOpSpec;
+      // Set when kept pages were to carry this read and it went the usual way instead.
+      let keptFallback: Reason | undefined;
       if (cufile) {
         spec = cufileSpec(s, base, size, memory.ptr, memOffset, device, this.#routing.cufileHandle!);
       } else {
+        const kept = write || s.directIoRead === true || cudaStatus().hostRegister !== true ? undefined : this.#kept.plan(s, fileOffset, size);
+        if (kept) {
+          const target = { fd: this.#fd, fileOffset, size, device, devicePtr: memory.ptr + BigInt(memOffset), onProgress: onProgress && progressOf(onProgress), signal };
+          const got = await memory.withBusy(() => readKept(s, this.#kept, kept, target, (rec) => this.#count(rec)));
+          if ('route' in got) return got;
+          keptFallback = got;
+        }
+        const noted = (p: Promise<OpRecord>) => (keptFallback ? p.then((rec) => Object.assign(rec, { keptFallback })) : p);
         if (!write && !this.#inlineUnsupported && readsInlineToDevice(s, size, () => native().inflight())) {
           let r: ReturnType<typeof readCachedToDevice>;
           try {
@@ -249,7 +267,7 @@ export class PenstockFile {
             throw fromNative(err, this.path);
           }
           if (r === 'unsupported') this.#inlineUnsupported = true;
-          else if (r !== 'pool') return this.#inlineDone('posix-device', device, r.bytes, r.ns, onProgress, r.helped);
+          else if (r !== 'pool') return noted(this.#inlineDone('posix-device', device, r.bytes, r.ns, onProgress, r.helped));
         }
         const p = plan(size, true);
         const directFd = p.direct ? await this.#direct() : -1;
@@ -262,7 +280,9 @@ export class PenstockFile {
       return memory.withBusy(() =>
         this.#run(spec, signal, (r, failed) => {
           if (cufile) route = classifyCuFile(before, cufileEvidence(write));
-          return this.#record(route, device, r, failed, spec.directFd >= 0);
+          const rec = this.#record(route, device, r, failed, spec.directFd >= 0);
+          if (keptFallback) rec.keptFallback = keptFallback;
+          return rec;
         }),
       );
     }

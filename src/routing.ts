@@ -36,6 +36,8 @@ export interface FileRoute {
   directIo?: RouteReason;
   /** Set when the mapped route (the GPU copying from page-cache pages) was refused for this file. */
   mapped?: RouteReason;
+  /** Set when this file's pages could not be kept registered (the `keptPagesMax` setting). */
+  keptPages?: RouteReason;
 }
 
 export class FileRouting {

@@ -9,6 +9,7 @@ import { native, type CudaStatus, type CuFileStatus, type CuFileGpuCounters, typ
 import { defaults, fromEnvironment, validate, type Settings } from './config.js';
 import { fromNative, usage, PenstockError } from './errors.js';
 import type { CuFileEvidence } from './stats.js';
+import { trimKeptPages } from './kept-pages.js';
 import { cudaProblem, cufileUnavailableReason } from './reasons.js';
 import { GATHER_STAGE, POOL_SPIN_NS, poolSpinners } from './transfer-plan.js';
 
@@ -38,6 +39,8 @@ export function configure(changes: Partial<Settings>): Readonly<Settings> {
   if (next.cufileLibrary !== cur.cufileLibrary && n.cufileStatus().path)
     throw usage('ERR_PENSTOCK_ALREADY_LOADED', `cuFile was already loaded from ${n.cufileStatus().path}`);
   settings = next;
+  // A smaller maximum releases the least recently read ranges now, not at the next read.
+  if (next.keptPagesMax < cur.keptPagesMax) trimKeptPages(next.keptPagesMax);
   return settings;
 }
 

@@ -89,6 +89,11 @@ export function autoRemoteWorkers(cores = availableCores()): number {
   return cores < 8 ? 0 : Math.min(8, Math.floor(cores / 4));
 }
 
+/** 1/16 of the machine's memory in whole MiB, at most 4 GiB: pinned pages are memory nobody else can reclaim. */
+function defaultKeptPagesMax(): number {
+  return Math.min(4096 * MiB, Math.floor(os.totalmem() / 16 / MiB) * MiB);
+}
+
 function availableCores(): number {
   return typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
 }
@@ -181,6 +186,16 @@ export const SETTINGS_TABLE: { readonly [K in keyof Settings]: SettingSpec<K> } 
     parse: orAuto(parseBoolText),
     valid: isAutoOr(isBool),
     doc: "Warm device reads copied from registered page-cache pages; 'auto': threads ≤ 2, 64 MiB+, cached.",
+  },
+  keptPagesMax: {
+    variable: 'PENSTOCK_KEPT_PAGES_MAX',
+    unit: 'bytes',
+    default: defaultKeptPagesMax,
+    defaultText: '1/16 of memory, at most 4GiB',
+    accepts: 'a non-negative integer of bytes (0: never)',
+    parse: parseSizeText,
+    valid: (v) => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0,
+    doc: 'Page-cache pages kept registered for ranges read into a GPU again, at most this many bytes (0: never).',
   },
   hostStaging: {
     variable: 'PENSTOCK_HOST_STAGING',

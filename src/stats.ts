@@ -97,6 +97,14 @@ export interface OpRecord extends WorkShare {
   /** Why the mapped share stopped early, or could not start. */
   mappedFallback?: { code: string; message: string };
   /**
+   * A read of kept pages (route `mapped-device`, see the `keptPagesMax` setting): `'registered'`
+   * when this read registered its range's pages and kept them, `'reused'` when it copied from
+   * pages kept by an earlier read.
+   */
+  kept?: 'registered' | 'reused';
+  /** Why this read went the usual way although it was to read (or keep) kept pages. */
+  keptFallback?: { code: string; message: string };
+  /**
    * The read was gathered: its tasks filled one pinned stage, which went to the GPU in this many
    * copies, in order, on one stream (absent: each task copied through its thread's bounce half).
    */

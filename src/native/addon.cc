@@ -9,6 +9,7 @@
 #include "bindings.h"
 #include "host_memory.h"
 #include "inline_read.h"
+#include "kept_pages.h"
 #include "instance.h"
 #include "staging_pipe.h"
 #include "thread_pool.h"
@@ -44,6 +45,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterIo(env, exports);
   RegisterIpc(env, exports);
   RegisterInlineRead(env, exports);
+  RegisterKept(env, exports);
   RegisterBatch(env, exports);
   return exports;
 }

@@ -39,7 +39,7 @@ void Operation::Drained() {
 void Operation::Start() {
   timeline_.Started();
   auto self = shared_from_this();
-  // A buffer copy is one task; Submit checked that a file transfer's tasks fit TaskClaims.
+  // A buffer copy or a kept read is one task; Submit checked that a file transfer's tasks fit TaskClaims.
   uint64_t task = spec_.kind == OpKind::File ? spec_.taskSize : std::max<uint64_t>(spec_.size, 1);
   uint64_t n = spec_.size == 0 ? 0 : (spec_.size + task - 1) / task;
   tasks_ = n;
@@ -107,7 +107,9 @@ void Operation::RunTask(uint64_t index) {
     bool stagedRead = spec_.kind == OpKind::File && spec_.route == Route::PosixDevice && !spec_.write;
     if (stagedRead) PollWorkerPipes();
     else FlushWorkerPipes();
-    if (spec_.kind != OpKind::File) {
+    if (spec_.kind == OpKind::KeptRead) {
+      e = KeptReadTask(begin, length, &done);
+    } else if (spec_.kind != OpKind::File) {
       e = CopyTask(begin, length, &done);
     } else {
       switch (spec_.route) {

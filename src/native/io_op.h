@@ -122,6 +122,8 @@ class Operation : public std::enable_shared_from_this<Operation> {
   template <typename Arrived>
   ErrorRecord ReadThroughScratch(char* dst, uint64_t filePos, uint64_t length, uint64_t piece, Arrived arrived);
   ErrorRecord CopyTask(uint64_t begin, uint64_t length, uint64_t* done);
+  // A read of kept pages (kept_pages.cc): the span checked or registered, then one copy.
+  ErrorRecord KeptReadTask(uint64_t begin, uint64_t length, uint64_t* done);
   // The gathered read (gather_read.cc): takes the device's stage for this operation if it can,
   // reads one task into it, issues the copies of the finished prefix, and at the drain waits
   // for every copy and gives the stage back.

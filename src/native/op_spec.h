@@ -8,8 +8,9 @@
 
 namespace penstock {
 
-// A transfer between a file and memory, or a copy between host memory and a GPU buffer.
-enum class OpKind { File, CopyToDevice, CopyToHost };
+// A transfer between a file and memory, a copy between host memory and a GPU buffer, or a read
+// into a GPU of a file's pages kept registered (kept_pages.h).
+enum class OpKind { File, CopyToDevice, CopyToHost, KeptRead };
 // How a file transfer moves its bytes (OpKind::File only).
 enum class Route { PosixHost, PosixDevice, CuFile };
 
@@ -63,6 +64,11 @@ struct OpSpec {
   // The stage's streams those copies take turns on (1 to kGatherStreams): copies on different
   // streams run at once, which a single stream's copies, one after another, do not.
   uint32_t gatherStreams = 0;
+  // Kept reads (OpKind::KeptRead): the span's id; whether this read registers it first
+  // (`keepNew`), refusing a file changed within `keptSettleNs` of now.
+  uint32_t keptId = 0;
+  bool keepNew = false;
+  uint64_t keptSettleNs = 0;
 };
 
 }  // namespace penstock

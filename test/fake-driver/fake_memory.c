@@ -250,10 +250,10 @@ FAKE_API CUresult cuMemFreeHost(void *p) {
  * take N microseconds, like the real driver's page pinning.
  */
 FAKE_API CUresult cuMemHostRegister_v2(void *p, size_t size, unsigned flags) {
-  (void)flags;
   CUresult r = fk_check_ctx(NULL);
   if (r) return r;
-  if (!p || !size) return CUDA_ERROR_INVALID_VALUE;
+  /* PORTABLE, DEVICEMAP, IOMEMORY and READ_ONLY are all the flags there are. */
+  if (!p || !size || (flags & ~0xfu)) return CUDA_ERROR_INVALID_VALUE;
   if (fake_env_ll("FAKE_CUDA_HOST_REGISTER_FAIL", 0)) return CUDA_ERROR_NOT_SUPPORTED;
   long long delay = fake_env_ll("FAKE_CUDA_HOST_REGISTER_DELAY_US", 0);
   if (delay > 0) usleep((useconds_t)delay);

@@ -1,0 +1,198 @@
+/**
+ * Kept pages (the fake driver): a range read into a GPU again keeps its page-cache pages
+ * registered, and later reads copy straight out of them, as long as the file is unchanged.
+ */
+import { useFakeDriver, makeFile, withEnv } from './helpers.js';
+useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '2' });
+
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, before, describe, test } from 'node:test';
+const { DeviceBuffer, configure, getConfig, open } = await import('../src/index.js');
+type DeviceBuffer = import('../src/index.js').DeviceBuffer;
+const { native } = await import('../src/binding.js');
+const { KEPT_MIN_READ, KEPT_SETTLE_MS, keptPagesBytes } = await import('../src/kept-pages.js');
+
+const initial = getConfig();
+afterEach(() => configure(initial));
+const KiB = 1024;
+const MiB = KiB * KiB;
+const SENTINEL = 0xee;
+/** Kept pages belong to penstock's own device path: cuFile (which the fake driver offers) never keeps any. */
+const STAGED = { compatMode: 'on' } as const;
+
+/** Files made before the tests and then left alone past the settle time, so their pages may be kept. */
+const settled: { file: string; data: Buffer }[] = [];
+before(async () => {
+  for (let i = 0; i < 8; i++) settled.push(makeFile(8 * MiB));
+  await sleep(KEPT_SETTLE_MS + 100);
+});
+
+/** A device buffer of `size` bytes between two pages of sentinels. */
+async function sentinelBuffer(size: number, device = 0) {
+  const dev = DeviceBuffer.alloc(size + 8192, { device });
+  await dev.copyFrom(Buffer.alloc(size + 8192, SENTINEL));
+  return dev;
+}
+
+/** `size` bytes at page 1 of `dev` equal `want`, and the sentinels around them are untouched. */
+async function assertLanded(dev: DeviceBuffer, want: Buffer, label: string) {
+  const back = await dev.toBuffer();
+  assert.ok(back.subarray(4096, 4096 + want.length).equals(want), `${label}: bytes differ`);
+  assert.ok(back.subarray(0, 4096).every((b) => b === SENTINEL), `${label}: before the range written`);
+  assert.ok(back.subarray(4096 + want.length).every((b) => b === SENTINEL), `${label}: after the range written`);
+}
+
+describe('kept pages', () => {
+  test('a range read again is kept: registered by the second read, reused by the third, byte-exact', async () => {
+    const { file, data } = settled[0]!;
+    const at = 5000, size = 3 * MiB + 7;
+    const want = data.subarray(at, at + size);
+    await using f = await open(file, 'r', STAGED);
+    using dev = await sentinelBuffer(size);
+    const first = await f.readRecorded(dev, { fileOffset: at, targetOffset: 4096, size });
+    assert.equal(first.route, 'posix-device');
+    assert.equal(first.kept, undefined);
+    await assertLanded(dev, want, 'first read');
+    await dev.copyFrom(Buffer.alloc(size + 8192, SENTINEL));
+    const second = await f.readRecorded(dev, { fileOffset: at, targetOffset: 4096, size });
+    assert.equal(second.route, 'mapped-device');
+    assert.equal(second.kept, 'registered');
+    assert.equal(second.bytes, size);
+    await assertLanded(dev, want, 'registering read');
+    // Whole pages from the one holding byte 5000 to the one holding the last byte.
+    const pinned = Math.ceil((at + size) / 4096) * 4096 - 4096;
+    assert.equal(native().keptBytes(), pinned);
+    assert.equal(keptPagesBytes(), pinned);
+    await dev.copyFrom(Buffer.alloc(size + 8192, SENTINEL));
+    const third = await f.readRecorded(dev, { fileOffset: at, targetOffset: 4096, size });
+    assert.equal(third.kept, 'reused');
+    assert.equal(third.route, 'mapped-device');
+    await assertLanded(dev, want, 'reusing read');
+    // A part of the kept range, elsewhere in the buffer, into the other GPU: the pages are portable.
+    using other = await sentinelBuffer(MiB + 5, 1);
+    const part = await f.readRecorded(other, { fileOffset: at + MiB, targetOffset: 4096, size: MiB + 5 });
+    assert.equal(part.kept, 'reused');
+    assert.equal(part.device, 1);
+    await assertLanded(other, data.subarray(at + MiB, at + 2 * MiB + 5), 'part into GPU 1');
+    const stats = f.stats().routes['mapped-device'];
+    assert.equal(stats.operations, 3);
+    assert.equal(stats.bytes, 2 * size + MiB + 5);
+    await f.close();
+    assert.equal(native().keptBytes(), 0, 'closing the file releases its pages');
+    assert.equal(keptPagesBytes(), 0);
+  });
+
+  test('a kept range of up to inlineReadMax is read on the calling thread', async () => {
+    const { file, data } = settled[1]!;
+    const size = KEPT_MIN_READ;
+    await using f = await open(file, 'r', STAGED);
+    using dev = await sentinelBuffer(size);
+    for (let i = 0; i < 2; i++) await f.read(dev, { fileOffset: 8192, targetOffset: 4096, size });
+    await dev.copyFrom(Buffer.alloc(size + 8192, SENTINEL));
+    const seen: number[] = [];
+    const rec = await f.readRecorded(dev, { fileOffset: 8192, targetOffset: 4096, size, onProgress: (n) => seen.push(n) });
+    assert.equal(rec.kept, 'reused');
+    assert.equal(rec.inline, true);
+    assert.deepEqual(seen, [size]);
+    await assertLanded(dev, data.subarray(8192, 8192 + size), 'inline reuse');
+  });
+
+  test('reads smaller than KEPT_MIN_READ, and keptPagesMax 0, never keep pages', async () => {
+    const { file } = settled[2]!;
+    await using f = await open(file, 'r', STAGED);
+    using dev = await sentinelBuffer(2 * MiB);
+    for (let i = 0; i < 3; i++) assert.equal((await f.readRecorded(dev, { size: KEPT_MIN_READ - 4096 })).kept, undefined);
+    configure({ keptPagesMax: 0 });
+    for (let i = 0; i < 3; i++) assert.equal((await f.readRecorded(dev, { size: 2 * MiB })).kept, undefined);
+    assert.equal(native().keptBytes(), 0);
+  });
+
+  test('a file written after its pages were kept is read again through staging (KEPT_PAGES_STALE)', async () => {
+    const { file, data } = settled[3]!;
+    const size = 2 * MiB;
+    await using f = await open(file, 'r', STAGED);
+    using dev = await sentinelBuffer(size);
+    for (let i = 0; i < 2; i++) await f.read(dev, { targetOffset: 4096, size });
+    assert.equal(native().keptBytes(), size);
+    const fresh = Buffer.alloc(4096, 0x5a);
+    const fd = fs.openSync(file, 'r+');
+    fs.writeSync(fd, fresh, 0, fresh.length, MiB);
+    fs.closeSync(fd);
+    const rec = await f.readRecorded(dev, { targetOffset: 4096, size });
+    assert.equal(rec.route, 'posix-device');
+    assert.equal(rec.keptFallback?.code, 'KEPT_PAGES_STALE');
+    const want = Buffer.from(data.subarray(0, size));
+    fresh.copy(want, MiB);
+    await assertLanded(dev, want, 'after the write');
+    assert.equal(native().keptBytes(), 0, 'the stale pages were released');
+  });
+
+  test('a file truncated under its kept pages gives the short count, not the old bytes', async () => {
+    const { file, data } = settled[4]!;
+    const size = 4 * MiB;
+    await using f = await open(file, 'r', STAGED);
+    using dev = await sentinelBuffer(size);
+    for (let i = 0; i < 2; i++) await f.read(dev, { targetOffset: 4096, size });
+    fs.truncateSync(file, 3 * MiB);
+    await dev.copyFrom(Buffer.alloc(size + 8192, SENTINEL));
+    const rec = await f.readRecorded(dev, { targetOffset: 4096, size });
+    assert.equal(rec.keptFallback?.code, 'KEPT_PAGES_STALE');
+    assert.equal(rec.bytes, 3 * MiB);
+    const back = await dev.toBuffer();
+    assert.ok(back.subarray(4096, 4096 + 3 * MiB).equals(data.subarray(0, 3 * MiB)));
+    assert.ok(back.subarray(4096 + 3 * MiB).every((b) => b === SENTINEL), 'nothing past the end of the file written');
+  });
+
+  test('a file changed less than the settle time ago is not kept (KEPT_PAGES_RECENT), and not tried again at once', async () => {
+    const { file, data } = makeFile(2 * MiB);
+    await using f = await open(file, 'r', STAGED);
+    using dev = await sentinelBuffer(2 * MiB);
+    await f.read(dev, { targetOffset: 4096, size: 2 * MiB });
+    const second = await f.readRecorded(dev, { targetOffset: 4096, size: 2 * MiB });
+    assert.equal(second.route, 'posix-device');
+    assert.equal(second.keptFallback?.code, 'KEPT_PAGES_RECENT');
+    await assertLanded(dev, data, 'recent file');
+    const third = await f.readRecorded(dev, { targetOffset: 4096, size: 2 * MiB });
+    assert.equal(third.keptFallback, undefined);
+    assert.equal(third.kept, undefined);
+    assert.equal(native().keptBytes(), 0);
+  });
+
+  test('a driver that refuses the registration: KEPT_PAGES_REFUSED, in the record and the route, and staging carries on', async () => {
+    const { file, data } = settled[5]!;
+    await using f = await open(file, 'r', STAGED);
+    using dev = await sentinelBuffer(2 * MiB);
+    await withEnv({ FAKE_CUDA_HOST_REGISTER_FAIL: '1' }, async () => {
+      await f.read(dev, { targetOffset: 4096, size: 2 * MiB });
+      const rec = await f.readRecorded(dev, { targetOffset: 4096, size: 2 * MiB });
+      assert.equal(rec.route, 'posix-device');
+      assert.equal(rec.keptFallback?.code, 'KEPT_PAGES_REFUSED');
+      assert.match(rec.keptFallback!.message, /CUDA_ERROR_NOT_SUPPORTED/);
+      await assertLanded(dev, data.subarray(0, 2 * MiB), 'refused');
+    });
+    assert.equal(f.route.keptPages?.code, 'KEPT_PAGES_REFUSED');
+    assert.equal((await f.readRecorded(dev, { targetOffset: 4096, size: 2 * MiB })).kept, undefined, 'not tried again');
+  });
+
+  test('keptPagesMax: the least recently read range goes first, and a smaller maximum releases at once', async () => {
+    const a = settled[6]!, b = settled[7]!;
+    configure({ keptPagesMax: 6 * MiB });
+    await using fa = await open(a.file, 'r', STAGED);
+    await using fb = await open(b.file, 'r', STAGED);
+    using dev = await sentinelBuffer(4 * MiB);
+    for (let i = 0; i < 2; i++) await fa.read(dev, { targetOffset: 4096, size: 4 * MiB });
+    assert.equal(native().keptBytes(), 4 * MiB);
+    for (let i = 0; i < 2; i++) await fb.read(dev, { targetOffset: 4096, size: 4 * MiB });
+    assert.equal(native().keptBytes(), 4 * MiB, "a's range made room for b's");
+    const againA = await fa.readRecorded(dev, { targetOffset: 4096, size: 4 * MiB });
+    assert.equal(againA.kept, 'registered', "a's range, read before, is kept again");
+    await assertLanded(dev, a.data.subarray(0, 4 * MiB), 'a again');
+    const bNow = await fb.readRecorded(dev, { targetOffset: 4096, size: 4 * MiB });
+    assert.equal(bNow.kept, 'registered');
+    await assertLanded(dev, b.data.subarray(0, 4 * MiB), 'b again');
+    configure({ keptPagesMax: 0 });
+    assert.equal(native().keptBytes(), 0);
+  });
+});
