@@ -4,7 +4,7 @@
  * preallocated memory, so only the way of moving differs.
  */
 import fs from 'node:fs';
-import { DeviceBuffer, open, PinnedBuffer, type PenstockFile } from '../src/index.js';
+import { configure, DeviceBuffer, getConfig, open, PinnedBuffer, type PenstockFile } from '../src/index.js';
 import type { Target } from './context.js';
 
 const MiB = 1024 * 1024;
@@ -133,6 +133,30 @@ export function penstockRead(target: Target): Method {
     },
   };
 }
+
+/**
+ * penstock reading into the GPU with kept pages off (`keptPagesMax: 0`): every read staged, as a
+ * range read for the first time is. Beside the default row, it shows what kept pages add.
+ */
+export const penstockReadStaged: Method = {
+  id: 'penstock-device-read-staged',
+  name: 'penstock, keptPagesMax 0 (every read staged)',
+  target: 'device',
+  op: 'read',
+  async make({ file, size, buffers }) {
+    const mem = buffers.device();
+    const before = getConfig().keptPagesMax;
+    configure({ keptPagesMax: 0 });
+    const f = await open(file, 'r');
+    return {
+      run: async () => expect(await f.read(mem, { size }), size),
+      close: async () => {
+        await f.close();
+        configure({ keptPagesMax: before });
+      },
+    };
+  },
+};
 
 export const readFileThenCopy: Method = {
   id: 'readfile-copyfrom',

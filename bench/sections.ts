@@ -7,7 +7,7 @@ import { ddDirectRead } from '../src/bench/system.js';
 import { configure } from '../src/index.js';
 import { pathOf, type Row, type Suite } from './context.js';
 import {
-  concurrentReads, penstockRead, penstockWrite, readFileHost, readFileThenCopy, readPinnedThenCopy, sequentialLoop,
+  concurrentReads, penstockRead, penstockReadStaged, penstockWrite, readFileHost, readFileThenCopy, readPinnedThenCopy, sequentialLoop,
   writeFileDevice, writeFileHost, type Buffers, type Method,
 } from './methods.js';
 import { penstockPromiseAll } from './size-sections.js';
@@ -108,7 +108,7 @@ export async function deviceReads(env: Env): Promise<void> {
   if (!env.gpu) return env.suite.skip('device reads', 'no GPU');
   env.suite.log('device reads, warm: penstock vs fs.readFile → GPU and fs read → pinned → GPU');
   for (const size of env.sizes)
-    for (const m of [penstockRead('device'), penstockPromiseAll('device'), readFileThenCopy, readPinnedThenCopy]) await measureRow(env, 'device-read', m, size);
+    for (const m of [penstockRead('device'), penstockReadStaged, penstockPromiseAll('device'), readFileThenCopy, readPinnedThenCopy]) await measureRow(env, 'device-read', m, size);
 }
 
 export async function hostReads(env: Env): Promise<void> {

@@ -152,18 +152,19 @@ test('PENSTOCK_* variables configure the defaults, and bad ones are refused', ()
     PENSTOCK_REMOTE_RANGE_SIZE: '1MiB',
     PENSTOCK_REMOTE_WORKERS: '0',
     PENSTOCK_INLINE_READ_MAX: '256KiB',
+    PENSTOCK_KEPT_PAGES_MAX: '64MiB',
   });
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(
     { ...r.json, cudaLibrary: undefined, cufileLibrary: undefined },
     {
-      compatMode: 'on', threads: 3, taskSize: 1 << 20, gdsThreshold: 65536, bounceBufferSize: 2 << 20, directIoRead: true, directIoWrite: false, writeThreads: 2, mappedReads: false, hostStaging: false, inlineReadMax: 256 << 10, cudaLibrary: undefined, cufileLibrary: undefined,
+      compatMode: 'on', threads: 3, taskSize: 1 << 20, gdsThreshold: 65536, bounceBufferSize: 2 << 20, directIoRead: true, directIoWrite: false, writeThreads: 2, mappedReads: false, hostStaging: false, keptPagesMax: 64 << 20, inlineReadMax: 256 << 10, cudaLibrary: undefined, cufileLibrary: undefined,
       remoteConcurrency: 7, remoteRangeSize: 1 << 20, remoteRetries: 5, remoteTimeoutMs: 30_000, remoteRetryBaseMs: 100, remoteWorkers: 0,
     },
   );
   const bad = child(`try { p.getConfig(); } catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }`, { PENSTOCK_TASK_SIZE: 'lots' });
   assert.equal(bad.json.code, 'ERR_PENSTOCK_INVALID_SETTING');
-  for (const env of [{ PENSTOCK_WRITE_THREADS: '0' }, { PENSTOCK_WRITE_THREADS: 'many' }, { PENSTOCK_MAPPED_READS: 'sometimes' }, { PENSTOCK_INLINE_READ_MAX: '17MiB' }] as Record<string, string>[]) {
+  for (const env of [{ PENSTOCK_WRITE_THREADS: '0' }, { PENSTOCK_WRITE_THREADS: 'many' }, { PENSTOCK_MAPPED_READS: 'sometimes' }, { PENSTOCK_INLINE_READ_MAX: '17MiB' }, { PENSTOCK_KEPT_PAGES_MAX: '-1' }, { PENSTOCK_KEPT_PAGES_MAX: 'plenty' }] as Record<string, string>[]) {
     const r2 = child(`try { p.getConfig(); console.log(JSON.stringify({})); } catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }`, env);
     assert.equal(r2.json.code, 'ERR_PENSTOCK_INVALID_SETTING', JSON.stringify(env));
   }
