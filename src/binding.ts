@@ -365,6 +365,8 @@ export interface NativeKeptSpec {
   fd: number;
   fileOffset: number;
   size: number;
+  /** Bytes per copy task; the whole size when it keeps. */
+  taskSize: number;
   device: number;
   devicePtr: bigint;
   settleNs: number;

@@ -27,6 +27,15 @@ export const KEPT_MIN_READ = 1 * MiB;
  */
 export const KEPT_SETTLE_MS = 1000;
 
+/**
+ * The task size of a read of kept pages: one copy. Cut into 2 to 16 copies on as many workers'
+ * streams, reads of 4 to 256 MiB ran no faster on an H200 (docs/performance.md), and a
+ * registering read must be one task anyway.
+ */
+export function keptTaskSize(size: number): number {
+  return size;
+}
+
 /** Ranges read into a GPU that a file remembers, to see one read again. */
 const SEEN_RANGES = 16;
 

@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { native, type NativeOpResult } from './binding.js';
 import type { Settings } from './config.js';
 import { AbortError, fromNative } from './errors.js';
-import { KEPT_SETTLE_NS, type KeptFile, type KeptPlan } from './kept-pages.js';
+import { KEPT_SETTLE_NS, keptTaskSize, type KeptFile, type KeptPlan } from './kept-pages.js';
 import type { Reason } from './reasons.js';
 import { recordOf, type OpRecord } from './stats.js';
 
@@ -55,7 +55,7 @@ export async function readKept(s: Readonly<Settings>, file: KeptFile, plan: Kept
   let op;
   try {
     op = native().submitKept({
-      id: plan.id, keep: plan.keep, fd: r.fd, fileOffset: r.fileOffset, size: r.size, device: r.device, devicePtr: r.devicePtr,
+      id: plan.id, keep: plan.keep, fd: r.fd, fileOffset: r.fileOffset, size: r.size, taskSize: keptTaskSize(r.size), device: r.device, devicePtr: r.devicePtr,
       settleNs: KEPT_SETTLE_NS, ...(r.onProgress ? { progress: r.onProgress } : {}),
     });
   } catch (err) {

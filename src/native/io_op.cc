@@ -39,8 +39,9 @@ void Operation::Drained() {
 void Operation::Start() {
   timeline_.Started();
   auto self = shared_from_this();
-  // A buffer copy or a kept read is one task; Submit checked that a file transfer's tasks fit TaskClaims.
-  uint64_t task = spec_.kind == OpKind::File ? spec_.taskSize : std::max<uint64_t>(spec_.size, 1);
+  // A buffer copy is one task; Submit checked that a file transfer's (or a kept read's) tasks fit
+  // TaskClaims.
+  uint64_t task = spec_.kind == OpKind::File || spec_.kind == OpKind::KeptRead ? spec_.taskSize : std::max<uint64_t>(spec_.size, 1);
   uint64_t n = spec_.size == 0 ? 0 : (spec_.size + task - 1) / task;
   tasks_ = n;
   taskBytes_ = task;

@@ -135,7 +135,8 @@ ErrorRecord KeepRange(uint32_t id, int fd, uint64_t fileOffset, uint64_t size, u
   return {};
 }
 
-// The one task of a read of kept pages: check or register, then one copy on this worker's stream.
+// A task of a read of kept pages: check (or, as the read's one task, register), then one copy on
+// this worker's stream.
 ErrorRecord Operation::KeptReadTask(uint64_t begin, uint64_t length, uint64_t* done) {
   DeviceState* d = PreparedDevice(spec_.device);
   WorkerSlot* slot = d ? d->Slot(ThreadPool::WorkerIndex()) : nullptr;
@@ -180,10 +181,11 @@ Napi::Value ReadKeptJs(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, static_cast<double>(size));
 }
 
-// submitKept({ id, keep, fd, fileOffset, size, device, devicePtr, settleNs[, progress] }).
+// submitKept({ id, keep, fd, fileOffset, size, taskSize, device, devicePtr, settleNs[, progress] }).
 Napi::Value SubmitKeptJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  SpecReader s(Arg(info, 0, "spec"), {"id", "keep", "fd", "fileOffset", "size", "device", "devicePtr", "settleNs", "progress"});
+  SpecReader s(Arg(info, 0, "spec"),
+               {"id", "keep", "fd", "fileOffset", "size", "taskSize", "device", "devicePtr", "settleNs", "progress"});
   OpSpec spec;
   spec.kind = OpKind::KeptRead;
   spec.route = Route::PosixDevice;
@@ -195,7 +197,13 @@ Napi::Value SubmitKeptJs(const Napi::CallbackInfo& info) {
   spec.device = ArgInt(s.Require("device"), "device", 0, INT32_MAX);
   spec.dev = ArgPtr(s.Require("devicePtr"), "devicePtr");
   spec.keptSettleNs = ArgU64(s.Require("settleNs"), "settleNs");
+  spec.taskSize = ArgU64(s.Require("taskSize"), "taskSize");
   if (spec.size == 0) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "a kept read needs a positive size"));
+  // Its tasks are copies that run at once, each on its worker's stream; a registration is one.
+  if (spec.taskSize == 0 || (spec.keepNew && spec.taskSize < spec.size))
+    ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "taskSize must be positive, and cover the whole read when it keeps"));
+  if ((spec.size + spec.taskSize - 1) / spec.taskSize > TaskClaims::kMaxTasks)
+    ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "taskSize cuts the read into too many tasks"));
   if (!PreparedDevice(spec.device)) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared"));
   Napi::Value progress = s.Has("progress") ? s.Require("progress") : env.Undefined();
   if (!progress.IsUndefined() && !progress.IsFunction())
