@@ -4,7 +4,7 @@
  * preallocated memory, so only the way of moving differs.
  */
 import fs from 'node:fs';
-import { configure, DeviceBuffer, getConfig, open, PinnedBuffer, type PenstockFile } from '../src/index.js';
+import { configure, DeviceBuffer, getConfig, open, PinnedBuffer, type PenstockFile, type Settings } from '../src/index.js';
 import type { Target } from './context.js';
 
 const MiB = 1024 * 1024;
@@ -120,16 +120,28 @@ function fsyncPath(file: string): void {
   }
 }
 
-export function penstockRead(target: Target): Method {
+/**
+ * penstock reading the whole file into `target`, with the settings in force, or with `variant`'s
+ * changes to them for the row's duration (its id and name then say so).
+ */
+export function penstockRead(target: Target, variant?: { id: string; name: string; settings: Partial<Settings> }): Method {
   return {
-    id: `penstock-${target}-read`,
-    name: 'penstock',
+    id: `penstock-${target}-read${variant ? `-${variant.id}` : ''}`,
+    name: variant ? `penstock, ${variant.name}` : 'penstock',
     target,
     op: 'read',
     async make({ file, size, buffers }) {
       const mem = target === 'device' ? buffers.device() : buffers.host();
+      const before = getConfig();
+      if (variant) configure(variant.settings);
       const f = await open(file, 'r');
-      return { run: async () => expect(await f.read(mem, { size }), size), close: () => f.close() };
+      return {
+        run: async () => expect(await f.read(mem, { size }), size),
+        close: async () => {
+          await f.close();
+          if (variant) configure(before);
+        },
+      };
     },
   };
 }
@@ -138,25 +150,7 @@ export function penstockRead(target: Target): Method {
  * penstock reading into the GPU with kept pages off (`keptPagesMax: 0`): every read staged, as a
  * range read for the first time is. Beside the default row, it shows what kept pages add.
  */
-export const penstockReadStaged: Method = {
-  id: 'penstock-device-read-staged',
-  name: 'penstock, keptPagesMax 0 (every read staged)',
-  target: 'device',
-  op: 'read',
-  async make({ file, size, buffers }) {
-    const mem = buffers.device();
-    const before = getConfig().keptPagesMax;
-    configure({ keptPagesMax: 0 });
-    const f = await open(file, 'r');
-    return {
-      run: async () => expect(await f.read(mem, { size }), size),
-      close: async () => {
-        await f.close();
-        configure({ keptPagesMax: before });
-      },
-    };
-  },
-};
+export const penstockReadStaged = penstockRead('device', { id: 'staged', name: 'keptPagesMax 0 (every read staged)', settings: { keptPagesMax: 0 } });
 
 export const readFileThenCopy: Method = {
   id: 'readfile-copyfrom',

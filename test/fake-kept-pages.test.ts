@@ -176,6 +176,21 @@ describe('kept pages', () => {
     assert.equal((await f.readRecorded(dev, { targetOffset: 4096, size: 2 * MiB })).kept, undefined, 'not tried again');
   });
 
+  test('the addon checks a kept read strictly: task size, one task to keep, progress, unknown spans', async () => {
+    const { file } = settled[2]!;
+    await using f = await open(file, 'r', STAGED);
+    using dev = await sentinelBuffer(2 * MiB);
+    const spec = { id: 999_999, keep: false, fd: f.fd, fileOffset: 0, size: 2 * MiB, taskSize: 2 * MiB, device: 0, devicePtr: dev.ptr, settleNs: 0 };
+    const code = (c: string) => (e: unknown) => (e as { record?: { code?: string } }).record?.code === c || (e as { code?: string }).code === c;
+    assert.throws(() => native().submitKept({ ...spec, taskSize: 0 }), code('ERR_PENSTOCK_INVALID_ARGUMENT'));
+    assert.throws(() => native().submitKept({ ...spec, size: 2 ** 33, taskSize: 1 }), code('ERR_PENSTOCK_INVALID_ARGUMENT'), 'too many tasks');
+    assert.throws(() => native().submitKept({ ...spec, keep: true, taskSize: MiB }), code('ERR_PENSTOCK_INVALID_ARGUMENT'));
+    assert.throws(() => native().submitKept({ ...spec, progress: 'yes' as unknown as () => void }), code('ERR_PENSTOCK_INVALID_ARGUMENT'));
+    await assert.rejects(native().submitKept(spec).promise, code('ERR_PENSTOCK_INTERNAL'), 'an id never kept');
+    assert.throws(() => native().readKept(999_999, f.fd, 0, MiB, 0, dev.ptr), code('ERR_PENSTOCK_INTERNAL'));
+    assert.equal(native().keptRelease(999_999), false);
+  });
+
   test('keptPagesMax: the least recently read range goes first, and a smaller maximum releases at once', async () => {
     const a = settled[6]!, b = settled[7]!;
     configure({ keptPagesMax: 6 * MiB });

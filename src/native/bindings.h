@@ -13,6 +13,15 @@ Napi::Value FromPtr(Napi::Env env, uint64_t p);
 // environment sizes the pool past the slots another one is preparing.
 std::mutex& PoolMutex();
 
+class SpecReader;
+
+// The spec's optional `progress`: undefined or a function (anything else throws); sets
+// spec->wantProgress.
+Napi::Value ProgressArg(Napi::Env env, const SpecReader& s, OpSpec* spec);
+// Throws unless spec.taskSize is positive and cuts spec.size into no more tasks than an operation
+// can claim.
+void CheckTaskSize(Napi::Env env, const OpSpec& spec);
+
 // Starts `spec` and returns { promise, cancel }. `keep` stays referenced until it settles.
 Napi::Object StartOperation(Napi::Env env, const OpSpec& spec, Napi::Value keep, Napi::Value progress);
 

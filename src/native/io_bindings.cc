@@ -35,6 +35,20 @@ Napi::Object StartOperation(Napi::Env env, const OpSpec& spec, Napi::Value keep,
   return handle;
 }
 
+Napi::Value ProgressArg(Napi::Env env, const SpecReader& s, OpSpec* spec) {
+  Napi::Value progress = s.Has("progress") ? s.Require("progress") : env.Undefined();
+  if (!progress.IsUndefined() && !progress.IsFunction())
+    ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "progress must be a function"));
+  spec->wantProgress = progress.IsFunction();
+  return progress;
+}
+
+void CheckTaskSize(Napi::Env env, const OpSpec& spec) {
+  if (spec.taskSize == 0) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "taskSize must be positive"));
+  if ((spec.size + spec.taskSize - 1) / spec.taskSize > TaskClaims::kMaxTasks)
+    ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "taskSize cuts the operation into too many tasks"));
+}
+
 namespace {
 
 // Never destroyed (read from any environment until the process is gone).
@@ -242,9 +256,7 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
   spec.fileOffset = ArgU64(s.Require("fileOffset"), "fileOffset");
   spec.size = ArgU64(s.Require("size"), "size");
   spec.taskSize = ArgU64(s.Require("taskSize"), "taskSize");
-  if (spec.taskSize == 0) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "taskSize must be positive"));
-  if ((spec.size + spec.taskSize - 1) / spec.taskSize > TaskClaims::kMaxTasks)
-    ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "taskSize cuts the operation into too many tasks"));
+  CheckTaskSize(env, spec);
   spec.maxRunners = ArgInt(s.Require("maxRunners"), "maxRunners", 0, kMaxWorkers);
   spec.writePiece = ArgU64(s.Require("writePiece"), "writePiece");
   Napi::Value keep = env.Undefined();
@@ -305,10 +317,7 @@ Napi::Value Submit(const Napi::CallbackInfo& info) {
       ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "unknown cuFile handle"));
     spec.cufile = it->second;
   }
-  Napi::Value progress = s.Has("progress") ? s.Require("progress") : env.Undefined();
-  if (!progress.IsUndefined() && !progress.IsFunction())
-    ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "progress must be a function"));
-  spec.wantProgress = progress.IsFunction();
+  Napi::Value progress = ProgressArg(env, s, &spec);
   return StartOperation(env, spec, keep, progress);
 }
 

@@ -199,16 +199,12 @@ Napi::Value SubmitKeptJs(const Napi::CallbackInfo& info) {
   spec.keptSettleNs = ArgU64(s.Require("settleNs"), "settleNs");
   spec.taskSize = ArgU64(s.Require("taskSize"), "taskSize");
   if (spec.size == 0) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "a kept read needs a positive size"));
+  CheckTaskSize(env, spec);
   // Its tasks are copies that run at once, each on its worker's stream; a registration is one.
-  if (spec.taskSize == 0 || (spec.keepNew && spec.taskSize < spec.size))
-    ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "taskSize must be positive, and cover the whole read when it keeps"));
-  if ((spec.size + spec.taskSize - 1) / spec.taskSize > TaskClaims::kMaxTasks)
-    ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "taskSize cuts the read into too many tasks"));
+  if (spec.keepNew && spec.taskSize < spec.size)
+    ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "a read that keeps its range is one task"));
   if (!PreparedDevice(spec.device)) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared"));
-  Napi::Value progress = s.Has("progress") ? s.Require("progress") : env.Undefined();
-  if (!progress.IsUndefined() && !progress.IsFunction())
-    ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "progress must be a function"));
-  spec.wantProgress = progress.IsFunction();
+  Napi::Value progress = ProgressArg(env, s, &spec);
   return StartOperation(env, spec, env.Undefined(), progress);
 }
 
