@@ -12,6 +12,7 @@
         "src/native/device.cc",
         "src/native/host_memory.cc",
         "src/native/io_op.cc",
+        "src/native/issued_copy.cc",
         "src/native/cufile_task.cc",
         "src/native/copy_task.cc",
         "src/native/op_result.cc",

@@ -362,6 +362,11 @@ export interface NativeKeptSpec {
   id: number;
   /** Register the range under `id` first (refused for a file changed within `settleNs`). */
   keep: boolean;
+  /**
+   * Check the span and queue its one copy on the calling thread, so the pool's task only waits
+   * for it (never with `keep`; `taskSize` must cover the whole read).
+   */
+  issue: boolean;
   fd: number;
   fileOffset: number;
   size: number;

@@ -81,10 +81,16 @@ export function trimKeptPages(max: number): void {
   }
 }
 
-/** What a read of a range is to do: read kept span `id`, registering it first when `keep`. */
+/**
+ * What a read of a range is to do: read kept span `id`, registering it first when `keep`; with
+ * `issue`, its copy is queued on the calling thread and the pool only waits for it, so the
+ * worker's wake-up (about 40 µs on an H200, docs/performance.md) overlaps the copy instead of
+ * coming before it. A registering read cannot: registration is slow, and belongs on a worker.
+ */
 export interface KeptPlan {
   id: number;
   keep: boolean;
+  issue: boolean;
 }
 
 /** The codes with which the addon refuses a kept read before any byte moves, and what each means. */
@@ -131,7 +137,7 @@ export class KeptFile {
       if (!e.ready) return undefined;  // its registration is still in flight
       kept.delete(e.id);  // most recently read now
       kept.set(e.id, e);
-      return { id: e.id, keep: false };
+      return { id: e.id, keep: false, issue: true };
     }
     const key = `${fileOffset}:${size}`;
     if (!this.#seen.includes(key)) {
@@ -147,7 +153,7 @@ export class KeptFile {
     kept.set(e.id, e);
     keptTotal += bytes;
     this.#entries.add(e);
-    return { id: e.id, keep: true };
+    return { id: e.id, keep: true, issue: false };
   }
 
   /** A read by `p` succeeded: a registered range is now kept. */

@@ -55,7 +55,7 @@ export async function readKept(s: Readonly<Settings>, file: KeptFile, plan: Kept
   let op;
   try {
     op = native().submitKept({
-      id: plan.id, keep: plan.keep, fd: r.fd, fileOffset: r.fileOffset, size: r.size, taskSize: keptTaskSize(r.size), device: r.device, devicePtr: r.devicePtr,
+      id: plan.id, keep: plan.keep, issue: plan.issue, fd: r.fd, fileOffset: r.fileOffset, size: r.size, taskSize: keptTaskSize(r.size), device: r.device, devicePtr: r.devicePtr,
       settleNs: KEPT_SETTLE_NS, ...(r.onProgress ? { progress: r.onProgress } : {}),
     });
   } catch (err) {

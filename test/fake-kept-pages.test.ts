@@ -7,6 +7,7 @@ useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '2' });
 
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, before, describe, test } from 'node:test';
 const { DeviceBuffer, configure, getConfig, open } = await import('../src/index.js');
@@ -176,19 +177,86 @@ describe('kept pages', () => {
     assert.equal((await f.readRecorded(dev, { targetOffset: 4096, size: 2 * MiB })).kept, undefined, 'not tried again');
   });
 
-  test('the addon checks a kept read strictly: task size, one task to keep, progress, unknown spans', async () => {
+  test('the addon checks a kept read strictly: task size, one task to keep or issue, progress, unknown spans', async () => {
     const { file } = settled[2]!;
     await using f = await open(file, 'r', STAGED);
     using dev = await sentinelBuffer(2 * MiB);
-    const spec = { id: 999_999, keep: false, fd: f.fd, fileOffset: 0, size: 2 * MiB, taskSize: 2 * MiB, device: 0, devicePtr: dev.ptr, settleNs: 0 };
+    const spec = { id: 999_999, keep: false, issue: false, fd: f.fd, fileOffset: 0, size: 2 * MiB, taskSize: 2 * MiB, device: 0, devicePtr: dev.ptr, settleNs: 0 };
     const code = (c: string) => (e: unknown) => (e as { record?: { code?: string } }).record?.code === c || (e as { code?: string }).code === c;
     assert.throws(() => native().submitKept({ ...spec, taskSize: 0 }), code('ERR_PENSTOCK_INVALID_ARGUMENT'));
     assert.throws(() => native().submitKept({ ...spec, size: 2 ** 33, taskSize: 1 }), code('ERR_PENSTOCK_INVALID_ARGUMENT'), 'too many tasks');
     assert.throws(() => native().submitKept({ ...spec, keep: true, taskSize: MiB }), code('ERR_PENSTOCK_INVALID_ARGUMENT'));
     assert.throws(() => native().submitKept({ ...spec, progress: 'yes' as unknown as () => void }), code('ERR_PENSTOCK_INVALID_ARGUMENT'));
+    assert.throws(() => native().submitKept({ ...spec, issue: 'yes' as unknown as boolean }), code('ERR_PENSTOCK_INVALID_ARGUMENT'));
+    assert.throws(() => native().submitKept({ ...spec, issue: true, keep: true }), code('ERR_PENSTOCK_INVALID_ARGUMENT'), 'issued while it registers');
+    assert.throws(() => native().submitKept({ ...spec, issue: true, taskSize: MiB }), code('ERR_PENSTOCK_INVALID_ARGUMENT'), 'issued in two tasks');
     await assert.rejects(native().submitKept(spec).promise, code('ERR_PENSTOCK_INTERNAL'), 'an id never kept');
+    assert.throws(() => native().submitKept({ ...spec, issue: true }), code('ERR_PENSTOCK_INTERNAL'), 'an id never kept, issued: refused before anything is queued');
     assert.throws(() => native().readKept(999_999, f.fd, 0, MiB, 0, dev.ptr), code('ERR_PENSTOCK_INTERNAL'));
     assert.equal(native().keptRelease(999_999), false);
+  });
+
+  test('a reused range larger than inlineReadMax is issued on the calling thread; an abort still waits for its copy', async () => {
+    const { file, data } = settled[0]!;
+    const size = 4 * MiB;
+    configure({ inlineReadMax: 256 * KiB });
+    await using f = await open(file, 'r', STAGED);
+    using dev = await sentinelBuffer(size);
+    for (let i = 0; i < 2; i++) await f.read(dev, { targetOffset: 4096, size });
+    await dev.copyFrom(Buffer.alloc(size + 8192, SENTINEL));
+    const seen: number[] = [];
+    const rec = await f.readRecorded(dev, { targetOffset: 4096, size, onProgress: (n) => seen.push(n) });
+    assert.equal(rec.kept, 'reused');
+    assert.equal(rec.inline, undefined, 'on the pool, not the calling thread alone');
+    assert.deepEqual(seen, [size]);
+    await assertLanded(dev, data.subarray(0, size), 'issued read');
+    // Each copy takes 300 ms, one after the other on the lane. With one pool thread, the second
+    // read's task starts only once the first read's is done, long after its abort: the task must
+    // still wait for its copy (on the worker, the JS thread free), before the read settles and
+    // the file closes (unmapping the pages under a copy would fault in the fake's stream).
+    configure({ threads: 1 });
+    using other = await sentinelBuffer(size);
+    await withEnv({ FAKE_CUDA_ASYNC_DELAY_US: '300000' }, async () => {
+      const t0 = performance.now();
+      const first = f.read(dev, { targetOffset: 4096, size });
+      const ac = new AbortController();
+      const second = f.read(other, { targetOffset: 4096, size, signal: ac.signal });
+      ac.abort();
+      let ticks = 0;
+      const ticker = setInterval(() => ticks++, 10);
+      try {
+        await assert.rejects(second, { name: 'AbortError' });
+      } finally {
+        clearInterval(ticker);
+      }
+      const ms = performance.now() - t0;
+      assert.ok(ms > 500, `the aborted read settled only once its copy was done (${ms.toFixed(0)} ms)`);
+      assert.ok(ticks >= (ms / 10) * 0.7, `the JS thread stayed free meanwhile (${ticks} timer ticks in ${ms.toFixed(0)} ms)`);
+      assert.equal(await first, size);
+    });
+    await f.close();
+    await assertLanded(other, data.subarray(0, size), 'the aborted read (its copy had been queued)');
+    assert.equal(native().keptBytes(), 0);
+    await assertLanded(dev, data.subarray(0, size), 'aborted issued read (the copy had been queued)');
+  });
+
+  test('an issued copy that fails reports the CUDA error and releases the range; the next read keeps it again', async () => {
+    const { file, data } = settled[1]!;
+    const size = 2 * MiB;
+    configure({ inlineReadMax: 256 * KiB });
+    await using f = await open(file, 'r', STAGED);
+    using dev = await sentinelBuffer(size);
+    for (let i = 0; i < 2; i++) await f.read(dev, { fileOffset: 4096, targetOffset: 4096, size });
+    assert.equal(native().keptBytes(), size);
+    await withEnv({ FAKE_CUDA_FAIL_COPY_AFTER: '0:issued' }, async () => {
+      await assert.rejects(f.read(dev, { fileOffset: 4096, targetOffset: 4096, size }), { code: 'CUDA_ERROR_ILLEGAL_ADDRESS' });
+    });
+    assert.equal(native().keptBytes(), 0, 'the failed range was released');
+    assert.equal(f.stats().routes['mapped-device'].errors, 1);
+    await dev.copyFrom(Buffer.alloc(size + 8192, SENTINEL));
+    const rec = await f.readRecorded(dev, { fileOffset: 4096, targetOffset: 4096, size });
+    assert.equal(rec.kept, 'registered', 'a range read before is registered again');
+    await assertLanded(dev, data.subarray(4096, 4096 + size), 'after the failure');
   });
 
   test('keptPagesMax: the least recently read range goes first, and a smaller maximum releases at once', async () => {

@@ -2,8 +2,10 @@
 #pragma once
 #include <napi.h>
 
+#include <memory>
 #include <mutex>
 
+#include "issued_copy.h"
 #include "op_spec.h"
 
 namespace penstock {
@@ -23,7 +25,9 @@ Napi::Value ProgressArg(Napi::Env env, const SpecReader& s, OpSpec* spec);
 void CheckTaskSize(Napi::Env env, const OpSpec& spec);
 
 // Starts `spec` and returns { promise, cancel }. `keep` stays referenced until it settles.
-Napi::Object StartOperation(Napi::Env env, const OpSpec& spec, Napi::Value keep, Napi::Value progress);
+// `issued`: the copy already in flight that the operation's one task waits for.
+Napi::Object StartOperation(Napi::Env env, const OpSpec& spec, Napi::Value keep, Napi::Value progress,
+                            std::unique_ptr<IssuedCopy> issued = nullptr);
 
 void RegisterMemory(Napi::Env env, Napi::Object exports);
 void RegisterIo(Napi::Env env, Napi::Object exports);

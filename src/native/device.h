@@ -9,6 +9,7 @@
 
 #include "cuda_api.h"
 #include "error_record.h"
+#include "issued_copy.h"
 
 namespace penstock {
 
@@ -66,6 +67,7 @@ struct DeviceState {
   int numaNode = -1;
   InlineStaging inlineStaging;
   GatherStage gather;
+  IssueLane issue;
   // The calling worker's slot, or null where it has none (never for a prepared pool's worker).
   WorkerSlot* Slot(int worker) const;
 };

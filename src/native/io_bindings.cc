@@ -20,10 +20,12 @@ std::mutex& PoolMutex() {
 
 Napi::Value FromPtr(Napi::Env env, uint64_t p) { return Napi::BigInt::New(env, p); }
 
-Napi::Object StartOperation(Napi::Env env, const OpSpec& spec, Napi::Value keep, Napi::Value progress) {
+Napi::Object StartOperation(Napi::Env env, const OpSpec& spec, Napi::Value keep, Napi::Value progress,
+                            std::unique_ptr<IssuedCopy> issued) {
   Instance* instance = Instance::Get(env);
   std::unique_ptr<PinnedUse> pinned = spec.host && spec.size > 0 ? PinnedAcquire(spec.host, spec.size) : nullptr;
   auto op = std::make_shared<Operation>(instance, spec, std::move(pinned));
+  if (issued) op->SetIssued(std::move(issued));
   auto js = std::make_unique<JsSettlement>(env, keep, progress);
   Napi::Object handle = Napi::Object::New(env);
   handle.Set("promise", js->Promise());

@@ -101,7 +101,8 @@ void Operation::RunTask(uint64_t index) {
   for (uint32_t peak = peakRunning_.load(); running > peak && !peakRunning_.compare_exchange_weak(peak, running);) {
   }
   bool leftInFlight = false;
-  if (!Stopped()) {
+  // A copy already issued is waited for even once the operation stopped: its bytes are moving.
+  if (!Stopped() || issued_) {
     uint64_t done = 0;
     ErrorRecord e;
     // Only staged reads continue a worker's pipeline; anything else first settles it.

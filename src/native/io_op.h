@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "error_record.h"
+#include "issued_copy.h"
 #include "op_spec.h"
 #include "op_timeline.h"
 #include "pinned_use.h"
@@ -66,6 +67,8 @@ class Operation : public std::enable_shared_from_this<Operation> {
   // Queues the runners on the pool. Main thread.
   void Start();
   void Cancel() { cancelled_ = true; }
+  // Before Start(): the operation's one task is to wait for this copy (issued_copy.h).
+  void SetIssued(std::unique_ptr<IssuedCopy> copy) { issued_ = std::move(copy); }
 
   // For the operation's runners: the pool's, the mapped runner, the staging pipeline.
   const OpSpec& spec() const { return spec_; }
@@ -137,6 +140,7 @@ class Operation : public std::enable_shared_from_this<Operation> {
   OpSpec spec_;
   std::unique_ptr<PinnedUse> pinned_;
   std::unique_ptr<MappedRunner> mapped_;
+  std::unique_ptr<IssuedCopy> issued_;
   uint64_t tasks_ = 0;
   uint64_t taskBytes_ = 0;
   uint64_t runners_ = 0;  // pool runners Start queued (the mapped runner not counted)

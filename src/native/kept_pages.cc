@@ -138,6 +138,13 @@ ErrorRecord KeepRange(uint32_t id, int fd, uint64_t fileOffset, uint64_t size, u
 // A task of a read of kept pages: check (or, as the read's one task, register), then one copy on
 // this worker's stream.
 ErrorRecord Operation::KeptReadTask(uint64_t begin, uint64_t length, uint64_t* done) {
+  if (issued_) {
+    ErrorRecord e = issued_->Wait();
+    if (!e.ok()) return e;
+    *done = length;
+    AddProgress(length);
+    return {};
+  }
   DeviceState* d = PreparedDevice(spec_.device);
   WorkerSlot* slot = d ? d->Slot(ThreadPool::WorkerIndex()) : nullptr;
   if (!slot) return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared");
@@ -181,16 +188,19 @@ Napi::Value ReadKeptJs(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, static_cast<double>(size));
 }
 
-// submitKept({ id, keep, fd, fileOffset, size, taskSize, device, devicePtr, settleNs[, progress] }).
+// submitKept({ id, keep, issue, fd, fileOffset, size, taskSize, device, devicePtr, settleNs[, progress] }).
+// `issue`: check the span and queue its one copy here, on the calling thread; the pool's task
+// then only waits for it (issued_copy.h).
 Napi::Value SubmitKeptJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   SpecReader s(Arg(info, 0, "spec"),
-               {"id", "keep", "fd", "fileOffset", "size", "taskSize", "device", "devicePtr", "settleNs", "progress"});
+               {"id", "keep", "issue", "fd", "fileOffset", "size", "taskSize", "device", "devicePtr", "settleNs", "progress"});
   OpSpec spec;
   spec.kind = OpKind::KeptRead;
   spec.route = Route::PosixDevice;
   spec.keptId = static_cast<uint32_t>(ArgInt(s.Require("id"), "id", 1, INT32_MAX));
   spec.keepNew = ArgBool(s.Require("keep"), "keep");
+  bool issue = ArgBool(s.Require("issue"), "issue");
   spec.fd = ArgInt(s.Require("fd"), "fd", 0, INT32_MAX);
   spec.fileOffset = ArgU64(s.Require("fileOffset"), "fileOffset");
   spec.size = ArgU64(s.Require("size"), "size");
@@ -203,9 +213,20 @@ Napi::Value SubmitKeptJs(const Napi::CallbackInfo& info) {
   // Its tasks are copies that run at once, each on its worker's stream; a registration is one.
   if (spec.keepNew && spec.taskSize < spec.size)
     ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "a read that keeps its range is one task"));
-  if (!PreparedDevice(spec.device)) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared"));
+  if (issue && (spec.keepNew || spec.taskSize < spec.size))
+    ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "an issued kept read reuses its span, in one task"));
+  DeviceState* d = PreparedDevice(spec.device);
+  if (!d) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared"));
   Napi::Value progress = ProgressArg(env, s, &spec);
-  return StartOperation(env, spec, env.Undefined(), progress);
+  std::unique_ptr<IssuedCopy> issued;
+  if (issue) {
+    std::shared_ptr<KeptSpan> span;
+    ThrowIfError(env, CheckedKept(spec.keptId, spec.fd, spec.fileOffset, spec.size, &span));
+    ContextGuard guard(d->ctx);
+    const char* src = span->At(spec.fileOffset);
+    ThrowIfError(env, IssuedCopy::Issue(d, spec.dev, src, spec.size, std::move(span), &issued));
+  }
+  return StartOperation(env, spec, env.Undefined(), progress, std::move(issued));
 }
 
 Napi::Value KeptReleaseJs(const Napi::CallbackInfo& info) {
