@@ -16,9 +16,11 @@
  * for several task counts, with the pool spinning as planned; then the public `file.read` for
  * several `inlineReadMax` settings. Every column is a median in µs.
  *
- * Gathered reads (gather_read.cc) get rows of their own, for several task and copy sizes.
+ * Gathered reads (gather_read.cc) get rows of their own, for several task and copy sizes; reads
+ * of kept pages (kept_pages.cc) too, their copy issued on the calling thread or on a worker,
+ * interleaved read by read with staged `file.read` (keptPagesMax 0) and the public default.
  *
- *   npm run bench:timeline -- [--dir DIR] [--json OUT] [--only sizes,gather,gather-ab,ramp,inline,batch,file]
+ *   npm run bench:timeline -- [--dir DIR] [--json OUT] [--only sizes,gather,gather-ab,kept-ab,ramp,inline,batch,file]
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -34,7 +36,7 @@ import { bounceBytes, ensurePool } from '../src/runtime.js';
 import { deviceReadTaskSize, DIRECT_PIECE, POOL_SPIN_NS, poolSpinners, stagePiece } from '../src/transfer-plan.js';
 
 const { values } = parseArgs({
-  options: { dir: { type: 'string', default: os.tmpdir() }, json: { type: 'string' }, only: { type: 'string', default: 'sizes,gather,gather-ab,ramp,inline,batch,file' } },
+  options: { dir: { type: 'string', default: os.tmpdir() }, json: { type: 'string' }, only: { type: 'string', default: 'sizes,gather,gather-ab,kept-ab,ramp,inline,batch,file' } },
 });
 const only = new Set(values.only!.split(','));
 const KiB = 1024;
@@ -159,6 +161,63 @@ if (gpu && only.has('gather-ab')) {
       const us = median(times[v]!) / 1000;
       out.push({ ab: variants[v]![0], size, total: us, gbps: size / (us * 1000) });
       console.log(`a/b ${variants[v]![0].padEnd(26)} ${`${size / KiB}K`.padStart(8)} ${us.toFixed(1).padStart(9)} µs ${(size / (us * 1000)).toFixed(2).padStart(7)} GB/s`);
+    }
+  }
+}
+// Reads of kept pages: the one copy issued on the calling thread (the default for a range kept
+// already) or by the worker that takes the task, and the public default, interleaved read by
+// read; then the same range staged. The steps of the first two are the addon's milestones.
+if (gpu && only.has('kept-ab')) {
+  const { KEPT_SETTLE_MS, KEPT_SETTLE_NS } = await import('../src/kept-pages.js');
+  await new Promise((r) => setTimeout(r, KEPT_SETTLE_MS + 100)); // registration refuses a file changed within it
+  const ROUNDS = 150;
+  await using f = await open(file);
+  const initial = getConfig();
+  let id = 900_000;
+  for (const size of [4 * MiB, 16 * MiB, 64 * MiB]) {
+    const kept = { id: ++id, fd, fileOffset: 0, size, taskSize: size, device: dev!.device, devicePtr: dev!.ptr, settleNs: KEPT_SETTLE_NS };
+    await native().submitKept({ ...kept, keep: true, issue: false }).promise;
+    const variants: [string, () => Promise<NativeOpResult | number>][] = [
+      ['kept, issued', () => native().submitKept({ ...kept, keep: false, issue: true }).promise],
+      ['kept, on a worker', () => native().submitKept({ ...kept, keep: false, issue: false }).promise],
+      ['file.read default', () => f.read(dev!, { size })],
+    ];
+    const times = variants.map(() => [] as number[]);
+    const steps = variants.map(() => Object.fromEntries(STEPS.map((k) => [k, [] as number[]])) as Record<Step, number[]>);
+    for (let round = 0; round < ROUNDS + 10; round++) {
+      for (let v = 0; v < variants.length; v++) {
+        const t0 = Number(process.hrtime.bigint());
+        const r = await variants[v]![1]();
+        const t1 = Number(process.hrtime.bigint());
+        if (round < 10) continue;
+        times[v]!.push(t1 - t0);
+        if (typeof r === 'number') continue;
+        const t = r.timeline;
+        const row = steps[v]!;
+        row.call.push(t.startNs - t0);
+        row['to pool'].push(t.firstTaskNs - t.startNs);
+        row.work.push(t.lastTaskEndNs - t.firstTaskNs);
+        row.back.push(t.settleNs - t.lastTaskEndNs);
+        row.resume.push(t1 - t.settleNs);
+      }
+    }
+    native().keptRelease(id);
+    // Staged reads after the rest: a smaller keptPagesMax releases the default's kept range.
+    configure({ ...initial, keptPagesMax: 0 });
+    variants.push(['file.read staged', () => f.read(dev!, { size })]);
+    times.push([]);
+    steps.push(Object.fromEntries(STEPS.map((k) => [k, [] as number[]])) as Record<Step, number[]>);
+    for (let round = 0; round < ROUNDS + 10; round++) {
+      const t0 = Number(process.hrtime.bigint());
+      await f.read(dev!, { size });
+      if (round >= 10) times.at(-1)!.push(Number(process.hrtime.bigint()) - t0);
+    }
+    configure(initial);
+    for (let v = 0; v < variants.length; v++) {
+      const us = median(times[v]!) / 1000;
+      const parts = steps[v]!.call.length ? (['call', 'to pool', 'work', 'back', 'resume'] as const).map((k) => `${k} ${(median(steps[v]![k]) / 1000).toFixed(1)}`).join(', ') : '';
+      out.push({ kept: variants[v]![0], size, total: us, gbps: size / (us * 1000) });
+      console.log(`kept a/b ${variants[v]![0].padEnd(20)} ${`${size / KiB}K`.padStart(8)} ${us.toFixed(1).padStart(9)} µs ${(size / (us * 1000)).toFixed(2).padStart(7)} GB/s  ${parts}`);
     }
   }
 }
