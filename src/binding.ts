@@ -271,6 +271,9 @@ export interface NativeBatchResult {
 
 export interface NativeOp {
   promise: Promise<NativeOpResult>;
+  /** The operation's id within this environment (what `cancel` goes by). */
+  id: number;
+  /** Cancels the operation: called as a method of this handle (one function serves them all). */
   cancel(): void;
 }
 
@@ -450,7 +453,7 @@ export const NATIVE_RESULT_FIELDS = {
   poolInfo: { threads: 'required' } satisfies NativeFieldPresence<ReturnType<NativeAddon['poolInfo']>>,
   ipcStatus: { available: 'required', missing: 'optional' } satisfies NativeFieldPresence<ReturnType<NativeAddon['ipcStatus']>>,
   ipcPointerFacts: { rangeStart: 'optional', rangeSize: 'optional', legacyIpcCapable: 'optional', fromPool: 'optional' } satisfies NativeFieldPresence<NativeIpcPointerFacts>,
-  op: { promise: 'required', cancel: 'required' } satisfies NativeFieldPresence<NativeOp>,
+  op: { promise: 'required', id: 'required', cancel: 'required' } satisfies NativeFieldPresence<NativeOp>,
   opResult: {
     bytes: 'required', tasks: 'required', peakTasks: 'required', routeShare: 'required', mapped: 'optional', directFallback: 'optional',
     orderedCopies: 'optional', timeline: 'required',

@@ -1,6 +1,7 @@
 #include "args.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "errors.h"
 
@@ -52,25 +53,48 @@ CUdeviceptr ArgPtr(const Napi::Value& v, const char* name) {
   return p;
 }
 
-SpecReader::SpecReader(const Napi::Value& v, std::initializer_list<const char*> known) {
+SpecReader::SpecReader(const Napi::Value& v, std::initializer_list<const char*> known) : known_(known) {
   if (!v.IsObject() || v.IsArray() || v.IsFunction()) Bad(v.Env(), "the operation spec must be an object");
+  napi_env env = v.Env();
   obj_ = v.As<Napi::Object>();
-  Napi::Array keys = obj_.GetPropertyNames();
-  for (uint32_t i = 0; i < keys.Length(); ++i) {
-    std::string k = keys.Get(i).ToString().Utf8Value();
-    bool ok = false;
-    for (const char* name : known) ok = ok || k == name;
-    if (!ok) Bad(v.Env(), "unknown key in the operation spec: " + k);
+  values_.assign(known_.size(), nullptr);
+  napi_value keys;
+  uint32_t count = 0;
+  if (napi_get_all_property_names(env, obj_, napi_key_own_only,
+                                  static_cast<napi_key_filter>(napi_key_enumerable | napi_key_skip_symbols),
+                                  napi_key_numbers_to_strings, &keys) != napi_ok ||
+      napi_get_array_length(env, keys, &count) != napi_ok)
+    Bad(v.Env(), "the operation spec's keys could not be read");
+  for (uint32_t i = 0; i < count; ++i) {
+    napi_value key;
+    // Every known key is short: a longer one is unknown, whatever follows.
+    char name[64];
+    size_t len = 0;
+    if (napi_get_element(env, keys, i, &key) != napi_ok ||
+        napi_get_value_string_utf8(env, key, name, sizeof name, &len) != napi_ok)
+      Bad(v.Env(), "the operation spec's keys could not be read");
+    size_t at = 0;
+    while (at < known_.size() && std::strcmp(known_[at], name) != 0) ++at;
+    if (at == known_.size() || len + 1 >= sizeof name)
+      Bad(v.Env(), "unknown key in the operation spec: " + Napi::Value(env, key).ToString().Utf8Value());
+    if (napi_get_property(env, obj_, key, &values_[at]) != napi_ok) Bad(v.Env(), std::string("the operation spec's ") + name + " could not be read");
   }
 }
 
+napi_value SpecReader::Find(const char* key) const {
+  for (size_t i = 0; i < known_.size(); ++i)
+    if (std::strcmp(known_[i], key) == 0) return values_[i];
+  return nullptr;
+}
+
 bool SpecReader::Has(const char* key) const {
-  return obj_.HasOwnProperty(key) && !obj_.Get(key).IsUndefined();
+  napi_value v = Find(key);
+  return v && !Napi::Value(obj_.Env(), v).IsUndefined();
 }
 
 Napi::Value SpecReader::Require(const char* key) const {
   if (!Has(key)) Bad(obj_.Env(), std::string("the operation spec lacks ") + key);
-  return obj_.Get(key);
+  return Napi::Value(obj_.Env(), Find(key));
 }
 
 HostSpan ArgHost(const Napi::Value& v, const char* name) {

@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cuda_api.h"
 
@@ -24,7 +25,9 @@ CUdeviceptr ArgPtr(const Napi::Value& v, const char* name);
 // The i-th argument, which must be present.
 Napi::Value Arg(const Napi::CallbackInfo& info, size_t i, const char* name);
 
-// An operation spec object: every key must be one of `known`; Require() throws for a missing one.
+// An operation spec object: every own key must be one of `known`; Require() throws for a missing
+// one. Each value is read once, as the keys are checked: looking keys up by name again costs a
+// string made and a property lookup per key, several times over, on every operation started.
 class SpecReader {
  public:
   SpecReader(const Napi::Value& v, std::initializer_list<const char*> known);
@@ -32,7 +35,11 @@ class SpecReader {
   Napi::Value Require(const char* key) const;
 
  private:
+  // The value of `key` (one of the known keys), or null when the spec does not have it.
+  napi_value Find(const char* key) const;
   Napi::Object obj_;
+  std::vector<const char*> known_;
+  std::vector<napi_value> values_;  // by the index of the key in known_
 };
 
 // Where a host view's bytes are, from the engine's own record of the view (never from

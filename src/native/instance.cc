@@ -49,20 +49,41 @@ Instance::Instance(Napi::Env env) {
   tsfn_ = Tsfn::New(env, "penstock-completions", 0, 1, nullptr);
   // Idle until an operation is in flight: an idle penstock must not keep the process alive.
   tsfn_.Unref(env);
+  cancel_ = Napi::Persistent(Napi::Function::New(env, CancelJs, "cancel"));
+  // Gone with the environment; never deleted through it while it is being torn down.
+  cancel_.SuppressDestruct();
+}
+
+Napi::Value Instance::CancelJs(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Value self = info.This();
+  if (!self.IsObject()) return env.Undefined();
+  Napi::Value id = self.As<Napi::Object>().Get("id");
+  if (!id.IsNumber()) return env.Undefined();
+  double n = id.As<Napi::Number>().DoubleValue();
+  Instance* instance = Get(env);
+  std::lock_guard<std::mutex> lock(instance->mutex_);
+  auto it = n >= 1 ? instance->byId_.find(static_cast<uint64_t>(n)) : instance->byId_.end();
+  if (it != instance->byId_.end()) it->second->Cancel();
+  return env.Undefined();
 }
 
 Instance* Instance::Get(Napi::Env env) { return env.GetInstanceData<Instance>(); }
 
-void Instance::Start(Napi::Env env, std::shared_ptr<Operation> op, std::unique_ptr<JsSettlement> js) {
+uint64_t Instance::Start(Napi::Env env, std::shared_ptr<Operation> op, std::unique_ptr<JsSettlement> js) {
+  uint64_t id;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (live_.empty()) tsfn_.Ref(env);
-    live_[op.get()] = Live{op, std::move(js)};
+    id = nextId_++;
+    live_[op.get()] = Live{op, std::move(js), id};
+    byId_[id] = op.get();
     ++running_;
     std::lock_guard<std::mutex> live(g_liveMutex);
     ++g_live;
   }
   op->Start();
+  return id;
 }
 
 size_t Instance::Inflight() {
@@ -105,7 +126,11 @@ void Instance::Settle(Napi::Env env, const std::shared_ptr<Operation>& op) {
   if (JsSettlement* js = JsOf(op.get()))
     js->Settle(env, op->TakeProgress(), op->Cancelled(), op->Failed(), op->Error(), [&] { return OperationResultJs(env, *op); });
   std::lock_guard<std::mutex> lock(mutex_);
-  live_.erase(op.get());
+  auto it = live_.find(op.get());
+  if (it != live_.end()) {
+    byId_.erase(it->second.id);
+    live_.erase(it);
+  }
   if (live_.empty()) tsfn_.Unref(env);
 }
 
@@ -148,6 +173,7 @@ void Instance::Teardown() {
     }
   }
   live_.clear();
+  byId_.clear();
   tsfn_.Abort();
 }
 

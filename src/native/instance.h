@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 
 #include "io_op.h"
 #include "js_settlement.h"
@@ -31,8 +32,13 @@ class Instance final : public OperationListener {
   explicit Instance(Napi::Env env);
   static Instance* Get(Napi::Env env);
 
-  // Main thread: `op` is live with its JS side until it settles; then starts it.
-  void Start(Napi::Env env, std::shared_ptr<Operation> op, std::unique_ptr<JsSettlement> js);
+  // Main thread: `op` is live with its JS side until it settles; then starts it. Its id, for
+  // the handle's `cancel`.
+  uint64_t Start(Napi::Env env, std::shared_ptr<Operation> op, std::unique_ptr<JsSettlement> js);
+  // Main thread: the one `cancel` function of every operation's handle: it cancels the live
+  // operation whose id is the handle's `id` (a function made per operation cost microseconds
+  // on every start, and more at the garbage collection of each).
+  Napi::Function CancelFunction(Napi::Env env) { return cancel_.Value(); }
   size_t Inflight();
 
   // OperationListener (any thread).
@@ -47,7 +53,9 @@ class Instance final : public OperationListener {
   struct Live {
     std::shared_ptr<Operation> op;
     std::unique_ptr<JsSettlement> js;
+    uint64_t id = 0;
   };
+  static Napi::Value CancelJs(const Napi::CallbackInfo& info);
   static void Deliver(Napi::Env env, Napi::Function, std::nullptr_t*, Event* event);
   using Tsfn = Napi::TypedThreadSafeFunction<std::nullptr_t, Event, Deliver>;
   bool Post(std::shared_ptr<Operation> op, bool done);
@@ -59,6 +67,9 @@ class Instance final : public OperationListener {
   std::mutex mutex_;
   std::condition_variable drained_;
   std::map<const Operation*, Live> live_;
+  std::unordered_map<uint64_t, Operation*> byId_;  // the live operations by id
+  uint64_t nextId_ = 1;
+  Napi::FunctionReference cancel_;
   size_t running_ = 0;  // operations whose tasks have not all finished
 };
 

@@ -29,11 +29,9 @@ Napi::Object StartOperation(Napi::Env env, const OpSpec& spec, Napi::Value keep,
   auto js = std::make_unique<JsSettlement>(env, keep, progress);
   Napi::Object handle = Napi::Object::New(env);
   handle.Set("promise", js->Promise());
-  std::weak_ptr<Operation> weak = op;
-  handle.Set("cancel", Napi::Function::New(env, [weak](const Napi::CallbackInfo& info) {
-               if (auto o = weak.lock()) o->Cancel();
-             }));
-  instance->Start(env, op, std::move(js));
+  uint64_t id = instance->Start(env, op, std::move(js));
+  handle.Set("id", static_cast<double>(id));
+  handle.Set("cancel", instance->CancelFunction(env));
   return handle;
 }
 
