@@ -122,8 +122,25 @@ describe('bounds come from the engine, not from properties', () => {
       assert.equal(code(() => (native().setThreads as (n: number) => void)(2)), 'ERR_PENSTOCK_INVALID_ARGUMENT');
       assert.equal(code(() => native().deviceFree(0, 5 as never)), 'ERR_PENSTOCK_INVALID_ARGUMENT');
       assert.equal(code(() => native().pinnedAlloc(-1)), 'ERR_PENSTOCK_INVALID_ARGUMENT');
+      // Own keys only, each read once: inherited keys are missing, a long key is unknown, a getter runs once.
+      assert.equal(code(() => native().submit(Object.create(spec))), 'ERR_PENSTOCK_INVALID_ARGUMENT');
+      assert.equal(code(() => native().submit({ ...spec, ['x'.repeat(200)]: 1 } as never)), 'ERR_PENSTOCK_INVALID_ARGUMENT');
+      let reads = 0;
+      const counted = Object.defineProperty({ ...spec }, 'size', { enumerable: true, get: () => (reads++, 16) });
+      assert.equal((await native().submit(counted).promise).bytes, 16);
+      assert.equal(reads, 1);
+      assert.equal((await native().submit({ ...spec, [Symbol('s')]: 1 }).promise).bytes, 16, 'symbol keys are not spec keys');
       const ok = native().submit(spec);
+      const other = native().submit(spec);
+      // One cancel function serves every handle, by the handle's id; anything else it ignores.
+      assert.equal(ok.cancel, other.cancel);
+      assert.notEqual(ok.id, other.id);
+      assert.doesNotThrow(() => ok.cancel.call(undefined as never));
+      assert.doesNotThrow(() => ok.cancel.call({ id: 'x' } as never));
+      assert.doesNotThrow(() => ok.cancel.call({ id: -1 } as never));
       assert.equal((await ok.promise).bytes, 16);
+      assert.equal((await other.promise).bytes, 16);
+      ok.cancel(); // settled: nothing left to cancel
     } finally {
       fs.closeSync(fd);
     }
