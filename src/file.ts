@@ -19,7 +19,7 @@ import { KeptFile } from './kept-pages.js';
 import { readKept } from './kept-read.js';
 import type { Reason } from './reasons.js';
 import { cufileSpec, hostSpec, stagedSpec, type SpecBase } from './op-spec.js';
-import { planRead, readsInline, readsInlineToDevice } from './transfer-plan.js';
+import { planRead, readsInline, readsInlineToDevice, residencyOf } from './transfer-plan.js';
 import { checkLength, checkRange, describe } from './validate.js';
 
 export type { ReadOptions, TransferOptions, WriteOptions } from './transfer-options.js';
@@ -250,8 +250,9 @@ export class PenstockFile {
       if (cufile) {
         spec = cufileSpec(s, base, size, memory.ptr, memOffset, device, this.#routing.cufileHandle!);
       } else {
-        const kept = write || s.directIoRead === true || cudaStatus().hostRegister !== true ? undefined : this.#kept.plan(s, fileOffset, size);
-        if (kept) {
+        const kept = write || s.directIoRead === true || cudaStatus().hostRegister !== true ? undefined : this.#kept.plan(s, fileOffset, size, () => residencyOf(this.#fd, fileOffset, size));
+        if (kept && !('id' in kept)) keptFallback = kept;
+        else if (kept) {
           const target = { fd: this.#fd, fileOffset, size, device, devicePtr: memory.ptr + BigInt(memOffset), onProgress: onProgress && progressOf(onProgress), signal };
           const got = await memory.withBusy(() => readKept(s, this.#kept, kept, target, (rec) => this.#count(rec)));
           if ('route' in got) return got;

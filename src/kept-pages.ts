@@ -109,6 +109,12 @@ const KEPT_REFUSALS: Record<string, () => Reason> = {
   }),
 };
 
+/** The reason a range read again was not kept: its pages are not all in the page cache. */
+const NOT_CACHED: Reason = {
+  code: 'KEPT_PAGES_NOT_CACHED',
+  message: 'This range was read before, but not all of its pages are in the page cache, so they were not kept: pinning them would first read them from storage, a page at a time, and hold them in memory; the range was read the usual way.',
+};
+
 /** The reason a registration failed for, which stops this file from trying again. */
 function refusedReason(code: string, message: string): Reason {
   return {
@@ -127,10 +133,13 @@ export class KeptFile {
 
   /**
    * What a read into a GPU of `size` bytes at `fileOffset` is to do with kept pages, if
-   * anything: read a kept range that covers it; or register this range, read once before; or
-   * (undefined) go the usual way, remembering the range.
+   * anything: read a kept range that covers it; or register this range, read once before, when
+   * `residency()` (the share of its pages in the page cache) says all of them are there; or go
+   * the usual way, remembering the range (undefined), or with the reason it was not kept.
+   * Kept pages are for data in memory: cold data is read from storage the usual way, and a
+   * benchmark or a user that drops a file's pages can still do so.
    */
-  plan(s: Readonly<Settings>, fileOffset: number, size: number): KeptPlan | undefined {
+  plan(s: Readonly<Settings>, fileOffset: number, size: number, residency: () => number): KeptPlan | Reason | undefined {
     if (this.refused || size < KEPT_MIN_READ || s.keptPagesMax === 0) return undefined;
     for (const e of this.#entries) {
       if (fileOffset < e.fileOffset || fileOffset + size > e.fileOffset + e.size) continue;
@@ -147,6 +156,7 @@ export class KeptFile {
     }
     const bytes = pinnedSpan(fileOffset, size);
     if (bytes > s.keptPagesMax || performance.now() < this.#notBefore) return undefined;
+    if (residency() < 1) return NOT_CACHED;
     trimKeptPages(s.keptPagesMax - bytes);
     if (keptTotal + bytes > s.keptPagesMax) return undefined;  // the rest are in flight
     const e: KeptEntry = { id: nextId++, owner: this, fileOffset, size, bytes, ready: false };

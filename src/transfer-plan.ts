@@ -258,6 +258,11 @@ export function poolSpinners(threads: number, cores: number): number {
 /** Pages sampled by mincore for a residency estimate. */
 const SAMPLES = 64;
 
+/** The share of a range's pages in the page cache, 0 to 1, from `SAMPLES` pages of it. */
+export function residencyOf(fd: number, fileOffset: number, size: number): number {
+  return native().residency(fd, fileOffset, size, SAMPLES);
+}
+
 /** The decisions for a read of `size` bytes at `fileOffset`. */
 export interface ReadPlan {
   direct: boolean;
@@ -281,7 +286,7 @@ export interface ReadPlan {
  */
 export function planRead(s: Readonly<Settings>, fd: number, fileOffset: number, size: number, intoDevice: boolean, mappedOut: boolean): ReadPlan {
   let cached: number | undefined;
-  const residency = () => (cached ??= native().residency(fd, fileOffset, size, SAMPLES));
+  const residency = () => (cached ??= residencyOf(fd, fileOffset, size));
   const direct = s.directIoRead === 'auto' ? size >= AUTO_DIRECT_MIN && isCold(residency()) : s.directIoRead;
   const plan: ReadPlan = { direct };
   if (!intoDevice || direct || mappedOut || s.mappedReads === false) return plan;

@@ -146,6 +146,33 @@ describe('kept pages', () => {
     assert.ok(back.subarray(4096 + 3 * MiB).every((b) => b === SENTINEL), 'nothing past the end of the file written');
   });
 
+  test('a range read again whose pages left the page cache is not kept (KEPT_PAGES_NOT_CACHED), and is kept once they are back', async (t) => {
+    const { file, data } = settled[5]!;
+    const size = 2 * MiB, at = 4 * MiB;
+    await using f = await open(file, 'r', STAGED);
+    using dev = await sentinelBuffer(size);
+    await f.read(dev, { fileOffset: at, targetOffset: 4096, size });
+    const fd = fs.openSync(file, 'r');
+    try {
+      fs.fdatasyncSync(fd);
+      native().dropCache(fd);
+      if (native().residency(fd, at, size, 512) > 0) return t.skip('this file system keeps the pages despite POSIX_FADV_DONTNEED');
+    } finally {
+      fs.closeSync(fd);
+    }
+    await dev.copyFrom(Buffer.alloc(size + 8192, SENTINEL));
+    const second = await f.readRecorded(dev, { fileOffset: at, targetOffset: 4096, size });
+    assert.equal(second.route, 'posix-device');
+    assert.equal(second.kept, undefined);
+    assert.equal(second.keptFallback?.code, 'KEPT_PAGES_NOT_CACHED');
+    assert.equal(native().keptBytes(), 0, 'nothing pinned');
+    await assertLanded(dev, data.subarray(at, at + size), 'a cold second read');
+    // That read was buffered: the pages are back, and the next read keeps them.
+    const third = await f.readRecorded(dev, { fileOffset: at, targetOffset: 4096, size });
+    assert.equal(third.kept, 'registered');
+    assert.equal(third.keptFallback, undefined);
+  });
+
   test('a file changed less than the settle time ago is not kept (KEPT_PAGES_RECENT), and not tried again at once', async () => {
     const { file, data } = makeFile(2 * MiB);
     await using f = await open(file, 'r', STAGED);

@@ -49,9 +49,8 @@ Instance::Instance(Napi::Env env) {
   tsfn_ = Tsfn::New(env, "penstock-completions", 0, 1, nullptr);
   // Idle until an operation is in flight: an idle penstock must not keep the process alive.
   tsfn_.Unref(env);
+  // Deleted with the instance data, as the environment goes (references may be deleted there).
   cancel_ = Napi::Persistent(Napi::Function::New(env, CancelJs, "cancel"));
-  // Gone with the environment; never deleted through it while it is being torn down.
-  cancel_.SuppressDestruct();
 }
 
 Napi::Value Instance::CancelJs(const Napi::CallbackInfo& info) {
