@@ -55,11 +55,16 @@ ErrorRecord IssuedCopy::Issue(DeviceState* d, CUdeviceptr dst, const void* src, 
 
 ErrorRecord IssuedCopy::Wait() {
   waited_ = true;
+  // Any worker may wait, including one that never made this GPU's context current.
+  ContextGuard guard(device_->ctx);
   return PENSTOCK_CUDA(EventSynchronize, done_);
 }
 
 IssuedCopy::~IssuedCopy() {
-  if (!waited_) Cuda().EventSynchronize(done_);
+  if (!waited_) {
+    ContextGuard guard(device_->ctx);
+    Cuda().EventSynchronize(done_);
+  }
   GiveEvent(device_->issue, done_);
 }
 
