@@ -267,6 +267,30 @@ describe('kept pages', () => {
     await assertLanded(dev, data.subarray(0, size), 'aborted issued read (the copy had been queued)');
   });
 
+  test('kept reads issued into two GPUs at once land byte-exact, each on its own GPU', async () => {
+    const { file, data } = settled[6]!;
+    const size = 3 * MiB;
+    configure({ inlineReadMax: 256 * KiB });
+    await using f = await open(file, 'r', STAGED);
+    using a = await sentinelBuffer(size, 0);
+    using b = await sentinelBuffer(size, 1);
+    for (let i = 0; i < 2; i++) await f.read(a, { fileOffset: MiB, targetOffset: 4096, size });
+    await a.copyFrom(Buffer.alloc(size + 8192, SENTINEL));
+    const recs = await Promise.all(
+      // Parts of the kept range, each at its own place: every read writes a byte where all the others do.
+      Array.from({ length: 8 }, (_, i) => {
+        const skip = (i >> 1) * 4096;
+        return f.readRecorded(i % 2 ? b : a, { fileOffset: MiB + skip, targetOffset: 4096 + skip, size: size - skip });
+      }),
+    );
+    for (const [i, rec] of recs.entries()) {
+      assert.equal(rec.kept, 'reused');
+      assert.equal(rec.device, i % 2);
+    }
+    await assertLanded(a, data.subarray(MiB, MiB + size), 'GPU 0');
+    await assertLanded(b, data.subarray(MiB, MiB + size), 'GPU 1');
+  });
+
   test('an issued copy that fails reports the CUDA error and releases the range; the next read keeps it again', async () => {
     const { file, data } = settled[1]!;
     const size = 2 * MiB;
