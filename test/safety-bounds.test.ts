@@ -135,6 +135,7 @@ describe('bounds come from the engine, not from properties', () => {
       // One cancel function serves every handle, by the handle's id; anything else it ignores.
       assert.equal(ok.cancel, other.cancel);
       assert.notEqual(ok.id, other.id);
+      assert.throws(() => Object.assign(ok, { id: other.id }), TypeError, 'the id a handle is cancelled by is read-only');
       assert.doesNotThrow(() => ok.cancel.call(undefined as never));
       assert.doesNotThrow(() => ok.cancel.call({ id: 'x' } as never));
       assert.doesNotThrow(() => ok.cancel.call({ id: -1 } as never));

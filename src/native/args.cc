@@ -93,8 +93,9 @@ bool SpecReader::Has(const char* key) const {
 }
 
 Napi::Value SpecReader::Require(const char* key) const {
-  if (!Has(key)) Bad(obj_.Env(), std::string("the operation spec lacks ") + key);
-  return Napi::Value(obj_.Env(), Find(key));
+  napi_value v = Find(key);
+  if (!v || Napi::Value(obj_.Env(), v).IsUndefined()) Bad(obj_.Env(), std::string("the operation spec lacks ") + key);
+  return Napi::Value(obj_.Env(), v);
 }
 
 HostSpan ArgHost(const Napi::Value& v, const char* name) {

@@ -62,8 +62,8 @@ Napi::Value Instance::CancelJs(const Napi::CallbackInfo& info) {
   double n = id.As<Napi::Number>().DoubleValue();
   Instance* instance = Get(env);
   std::lock_guard<std::mutex> lock(instance->mutex_);
-  auto it = n >= 1 ? instance->byId_.find(static_cast<uint64_t>(n)) : instance->byId_.end();
-  if (it != instance->byId_.end()) it->second->Cancel();
+  auto it = n >= 1 ? instance->live_.find(static_cast<uint64_t>(n)) : instance->live_.end();
+  if (it != instance->live_.end()) it->second.op->Cancel();
   return env.Undefined();
 }
 
@@ -75,8 +75,8 @@ uint64_t Instance::Start(Napi::Env env, std::shared_ptr<Operation> op, std::uniq
     std::lock_guard<std::mutex> lock(mutex_);
     if (live_.empty()) tsfn_.Ref(env);
     id = nextId_++;
-    live_[op.get()] = Live{op, std::move(js), id};
-    byId_[id] = op.get();
+    op->SetId(id);
+    live_[id] = Live{op, std::move(js)};
     ++running_;
     std::lock_guard<std::mutex> live(g_liveMutex);
     ++g_live;
@@ -117,7 +117,7 @@ JsSettlement* Instance::JsOf(const Operation* op) {
   // Entries go only on this thread (Settle, Teardown), so the pointer outlives the lock: JS
   // called through it may start operations, which takes the lock again.
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = live_.find(op);
+  auto it = live_.find(op->Id());
   return it == live_.end() ? nullptr : it->second.js.get();
 }
 
@@ -125,11 +125,7 @@ void Instance::Settle(Napi::Env env, const std::shared_ptr<Operation>& op) {
   if (JsSettlement* js = JsOf(op.get()))
     js->Settle(env, op->TakeProgress(), op->Cancelled(), op->Failed(), op->Error(), [&] { return OperationResultJs(env, *op); });
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = live_.find(op.get());
-  if (it != live_.end()) {
-    byId_.erase(it->second.id);
-    live_.erase(it);
-  }
+  live_.erase(op->Id());
   if (live_.empty()) tsfn_.Unref(env);
 }
 
@@ -172,7 +168,6 @@ void Instance::Teardown() {
     }
   }
   live_.clear();
-  byId_.clear();
   tsfn_.Abort();
 }
 

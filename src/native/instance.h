@@ -5,7 +5,6 @@
 #include <napi.h>
 
 #include <condition_variable>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -53,7 +52,6 @@ class Instance final : public OperationListener {
   struct Live {
     std::shared_ptr<Operation> op;
     std::unique_ptr<JsSettlement> js;
-    uint64_t id = 0;
   };
   static Napi::Value CancelJs(const Napi::CallbackInfo& info);
   static void Deliver(Napi::Env env, Napi::Function, std::nullptr_t*, Event* event);
@@ -66,8 +64,7 @@ class Instance final : public OperationListener {
   Tsfn tsfn_;
   std::mutex mutex_;
   std::condition_variable drained_;
-  std::map<const Operation*, Live> live_;
-  std::unordered_map<uint64_t, Operation*> byId_;  // the live operations by id
+  std::unordered_map<uint64_t, Live> live_;  // by the operation's id
   uint64_t nextId_ = 1;
   Napi::FunctionReference cancel_;
   size_t running_ = 0;  // operations whose tasks have not all finished

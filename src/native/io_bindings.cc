@@ -30,7 +30,8 @@ Napi::Object StartOperation(Napi::Env env, const OpSpec& spec, Napi::Value keep,
   Napi::Object handle = Napi::Object::New(env);
   handle.Set("promise", js->Promise());
   uint64_t id = instance->Start(env, op, std::move(js));
-  handle.Set("id", static_cast<double>(id));
+  // Read-only: `cancel` goes by it.
+  handle.DefineProperty(Napi::PropertyDescriptor::Value("id", Napi::Number::New(env, static_cast<double>(id)), napi_enumerable));
   handle.Set("cancel", instance->CancelFunction(env));
   return handle;
 }

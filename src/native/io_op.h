@@ -69,6 +69,9 @@ class Operation : public std::enable_shared_from_this<Operation> {
   void Cancel() { cancelled_ = true; }
   // Before Start(): the operation's one task is to wait for this copy (issued_copy.h).
   void SetIssued(std::unique_ptr<IssuedCopy> copy) { issued_ = std::move(copy); }
+  // Its id among its environment's live operations (instance.h), given before Start().
+  void SetId(uint64_t id) { id_ = id; }
+  uint64_t Id() const { return id_; }
 
   // For the operation's runners: the pool's, the mapped runner, the staging pipeline.
   const OpSpec& spec() const { return spec_; }
@@ -141,6 +144,7 @@ class Operation : public std::enable_shared_from_this<Operation> {
   std::unique_ptr<PinnedUse> pinned_;
   std::unique_ptr<MappedRunner> mapped_;
   std::unique_ptr<IssuedCopy> issued_;
+  uint64_t id_ = 0;
   uint64_t tasks_ = 0;
   uint64_t taskBytes_ = 0;
   uint64_t runners_ = 0;  // pool runners Start queued (the mapped runner not counted)
