@@ -4,9 +4,9 @@
  * resident set). Takes a JSON request as its argument; prints one JSON line.
  */
 import { performance } from 'node:perf_hooks';
-import { routeDelta, type RouteCounts } from '../src/bench/measure.js';
-import { procStatus, resetPeakRss, RssSampler } from '../src/bench/memory.js';
-import { gbps } from '../src/bench/stats.js';
+import { routeDelta, type RouteCounts } from '../src/cli/bench/measure.js';
+import { procStatus, resetPeakRss, RssSampler } from './memory.js';
+import { gbps } from '../src/cli/bench/stats.js';
 import { DeviceBuffer, open, runtimeInfo, stats } from '../src/index.js';
 
 export interface ChildRequest {

@@ -5,10 +5,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { describeRoutes, type Latency, type RouteCounts } from '../src/bench/measure.js';
-import { formatGBps, formatSize } from '../src/bench/format.js';
-import type { Sample } from '../src/bench/stats.js';
-import type { MachineInfo } from '../src/bench/system.js';
+import { describeRoutes, type Latency, type RouteCounts } from '../src/cli/bench/measure.js';
+import { formatGBps, formatSize } from '../src/cli/kit/format.js';
+import type { Sample } from '../src/cli/bench/stats.js';
+import type { MachineInfo } from '../src/cli/bench/system.js';
 
 export interface SuiteOptions {
   out: string;

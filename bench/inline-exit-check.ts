@@ -13,10 +13,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { native } from '../src/binding.js';
+import { native } from '../src/addon/binding.js';
 import { DeviceBuffer, hasGpu, open } from '../src/index.js';
-import { poolSpinnerCount, prepareDevice } from '../src/runtime.js';
-import { inlineDeviceSplit } from '../src/transfer-plan.js';
+import { poolSpinnerCount, prepareDevice } from '../src/addon/runtime.js';
+import { inlineDeviceSplit } from '../src/plan/transfer-plan.js';
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '40' }, helpers: { type: 'string', default: '3' }, dir: { type: 'string', default: os.tmpdir() }, child: { type: 'string' }, public: { type: 'boolean', default: false } } });
 const SIZE = 1 << 20;

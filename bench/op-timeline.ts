@@ -26,14 +26,14 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { native, type NativeBatchResult, type NativeOpResult, type NativeOpSpec, type NativeStagedSpec } from '../src/binding.js';
-import { BATCH_PART_PIECES, BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, columnsOf, planBatch, type PlanRange } from '../src/batch-plan.js';
-import { readBatchInParts } from '../src/batch-read.js';
-import { createTestFile } from '../src/bench/testfile.js';
-import { median } from '../src/bench/stats.js';
+import { native, type NativeBatchResult, type NativeOpResult, type NativeOpSpec, type NativeStagedSpec } from '../src/addon/binding.js';
+import { BATCH_PART_PIECES, BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, columnsOf, planBatch, type PlanRange } from '../src/plan/batch-plan.js';
+import { readBatchInParts } from '../src/engine/batch/batch-read.js';
+import { createTestFile } from '../src/cli/bench/testfile.js';
+import { median } from '../src/cli/bench/stats.js';
 import { configure, DeviceBuffer, getConfig, hasGpu, open, runtimeInfo, type Settings } from '../src/index.js';
-import { bounceBytes, ensurePool } from '../src/runtime.js';
-import { deviceReadTaskSize, DIRECT_PIECE, POOL_SPIN_NS, poolSpinners, stagePiece } from '../src/transfer-plan.js';
+import { bounceBytes, ensurePool } from '../src/addon/runtime.js';
+import { deviceReadTaskSize, DIRECT_PIECE, POOL_SPIN_NS, poolSpinners, stagePiece } from '../src/plan/transfer-plan.js';
 
 const { values } = parseArgs({
   options: { dir: { type: 'string', default: os.tmpdir() }, json: { type: 'string' }, only: { type: 'string', default: 'sizes,gather,gather-ab,kept-ab,ramp,inline,batch,file' } },
@@ -168,7 +168,7 @@ if (gpu && only.has('gather-ab')) {
 // already) or by the worker that takes the task, and the public default, interleaved read by
 // read; then the same range staged. The steps of the first two are the addon's milestones.
 if (gpu && only.has('kept-ab')) {
-  const { KEPT_SETTLE_MS, KEPT_SETTLE_NS } = await import('../src/kept-pages.js');
+  const { KEPT_SETTLE_MS, KEPT_SETTLE_NS } = await import('../src/engine/kept-pages.js');
   await new Promise((r) => setTimeout(r, KEPT_SETTLE_MS + 100)); // registration refuses a file changed within it
   const ROUNDS = 150;
   await using f = await open(file);

@@ -15,12 +15,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { native, type NativeOpSpec } from '../src/binding.js';
-import { createTestFile } from '../src/bench/testfile.js';
-import { median } from '../src/bench/stats.js';
+import { native, type NativeOpSpec } from '../src/addon/binding.js';
+import { createTestFile } from '../src/cli/bench/testfile.js';
+import { median } from '../src/cli/bench/stats.js';
 import { DeviceBuffer, getConfig, hasGpu, runtimeInfo } from '../src/index.js';
-import { bounceBytes, ensurePool } from '../src/runtime.js';
-import { DIRECT_PIECE, hostStagePiece, POOL_SPIN_NS, poolSpinners, stagePiece, taskSizeFor } from '../src/transfer-plan.js';
+import { bounceBytes, ensurePool } from '../src/addon/runtime.js';
+import { DIRECT_PIECE, hostStagePiece, POOL_SPIN_NS, poolSpinners, stagePiece, taskSizeFor } from '../src/plan/transfer-plan.js';
 
 const { values } = parseArgs({
   options: {

@@ -10,12 +10,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ArgError, parseCommandLine, parseIntArg, parseIntList, parseSizeArg } from '../src/bench/args.js';
-import { formatCpu, formatGBps, formatSize, textTable } from '../src/bench/format.js';
-import { median } from '../src/bench/stats.js';
-import { machineInfo, mainThreadCpuSeconds } from '../src/bench/system.js';
+import { ArgError, parseCommandLine, parseIntArg, parseIntList, parseSizeArg } from '../src/cli/kit/args.js';
+import { formatCpu, formatGBps, formatSize, textTable } from '../src/cli/kit/format.js';
+import { median } from '../src/cli/bench/stats.js';
+import { machineInfo, mainThreadCpuSeconds } from '../src/cli/bench/system.js';
 import { DeviceBuffer, hasGpu, openRemote, presignS3Url, type Memory, type OpenRemoteOptions } from '../src/index.js';
-import { cudaUnavailableReason } from '../src/runtime.js';
+import { cudaUnavailableReason } from '../src/addon/runtime.js';
 import { defaultServerProcesses, serveInChild } from '../test/remote-range-server.js';
 
 const MiB = 1024 * 1024;

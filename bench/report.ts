@@ -1,7 +1,7 @@
 /** The suite's outputs: limits beside each row, the target checks, Markdown tables and the chart. */
-import { formatCpu, formatGBps, formatMicros, formatMiB, formatRatio, formatSize, markdownTable, textTable } from '../src/bench/format.js';
-import { renderChart, type Panel, type Series } from '../src/bench/svg.js';
-import { median } from '../src/bench/stats.js';
+import { formatCpu, formatGBps, formatMicros, formatMiB, formatRatio, formatSize, markdownTable, textTable } from '../src/cli/kit/format.js';
+import { renderChart, type Panel, type Series } from './svg.js';
+import { median } from '../src/cli/bench/stats.js';
 import type { Row, SuiteReport, TargetRow } from './context.js';
 import { sizeTargets } from './size-targets.js';
 

@@ -1,9 +1,9 @@
 /** The suite's throughput sections: sweeps over size, threads and task size, writes, cold reads. */
-import { describeDrop, dropFilePages } from '../src/bench/cold.js';
-import { formatGBps, formatSize } from '../src/bench/format.js';
-import { measure } from '../src/bench/measure.js';
-import { median } from '../src/bench/stats.js';
-import { ddDirectRead } from '../src/bench/system.js';
+import { describeDrop, dropFilePages } from '../src/cli/bench/cold.js';
+import { formatGBps, formatSize } from '../src/cli/kit/format.js';
+import { measure } from '../src/cli/bench/measure.js';
+import { median } from '../src/cli/bench/stats.js';
+import { ddDirectRead } from '../src/cli/bench/system.js';
 import { configure } from '../src/index.js';
 import { pathOf, type Row, type Suite } from './context.js';
 import {

@@ -4,8 +4,8 @@
  * and random 4 KiB reads from a warm large file, batched 10 000 at a time.
  */
 import fs from 'node:fs';
-import { formatGBps, formatSize } from '../src/bench/format.js';
-import { measure } from '../src/bench/measure.js';
+import { formatGBps, formatSize } from '../src/cli/kit/format.js';
+import { measure } from '../src/cli/bench/measure.js';
 import { configure, DeviceBuffer, open, readBatch, type BatchRange } from '../src/index.js';
 import type { Row, Target } from './context.js';
 import { penstockRead, type Method } from './methods.js';

@@ -1,5 +1,5 @@
 /** The targets for every size: mid-size reads at the pool's width, small-read latency, batched reads. */
-import { formatMicros, formatRatio, formatSize } from '../src/bench/format.js';
+import { formatMicros, formatRatio, formatSize } from '../src/cli/kit/format.js';
 import type { Row, SuiteReport, TargetRow } from './context.js';
 
 const KiB = 1024;

@@ -15,8 +15,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ROUTES, DeviceBuffer, configure, getConfig, hasGpu, open, parseSize, runtimeInfo, stats, type Settings, type StatsSnapshot } from '../src/index.js';
-import { routeDelta } from '../src/bench/measure.js';
-import { median } from '../src/bench/stats.js';
+import { routeDelta } from '../src/cli/bench/measure.js';
+import { median } from '../src/cli/bench/stats.js';
 
 const { values } = parseArgs({
   options: {

@@ -5,7 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { DeviceBuffer, hasGpu, loadTensors, memoryInfo, runtimeInfo } from '../src/index.js';
-import { procStatus, resetPeakRss } from '../src/bench/memory.js';
+import { procStatus, resetPeakRss } from './memory.js';
 
 const { values, positionals } = parseArgs({ allowPositionals: true, options: { repeat: { type: 'string', default: '1' }, host: { type: 'boolean', default: false } } });
 const repeat = Number(values.repeat);

@@ -15,10 +15,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { describeDrop, dropFilePages } from '../src/bench/cold.js';
-import { textTable } from '../src/bench/format.js';
-import { median } from '../src/bench/stats.js';
-import { ddDirectRead, machineInfo } from '../src/bench/system.js';
+import { describeDrop, dropFilePages } from '../src/cli/bench/cold.js';
+import { textTable } from '../src/cli/kit/format.js';
+import { median } from '../src/cli/bench/stats.js';
+import { ddDirectRead, machineInfo } from '../src/cli/bench/system.js';
 import { moeShapes, sevenBShapes, totalBytes, writeCheckpointFile, type TensorShape } from './tensor-checkpoints.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));

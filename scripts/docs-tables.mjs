@@ -7,7 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const { settingsTableMarkdown } = await import(path.join(root, 'dist/src/settings-table.js'));
+const { settingsTableMarkdown } = await import(path.join(root, 'dist/src/settings/table.js'));
 const { errorTableMarkdown } = await import(path.join(root, 'dist/src/error-catalog.js'));
 
 const sections = { settings: settingsTableMarkdown(), errors: errorTableMarkdown() };

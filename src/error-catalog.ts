@@ -4,13 +4,13 @@
  * listed in {@link ERROR_CODE_TABLES}; a test fails for any `ERR_PENSTOCK_*` literal in `src/`
  * missing here, and the README's error table is generated from this list.
  */
-import { BATCH_ERROR_CODES } from './batch-read.js';
-import { CORE_ERROR_CODES } from './errors.js';
-import { SETTINGS_ERROR_CODES } from './config.js';
-import { HOST_MEMORY_ERROR_CODES } from './host-memory.js';
-import { IPC_ERROR_CODES } from './ipc-format.js';
-import { REMOTE_ERROR_CODES } from './remote/errors.js';
-import { TENSOR_ERROR_CODES } from './tensors/errors.js';
+import { BATCH_ERROR_CODES } from './engine/batch/batch-read.js';
+import { CORE_ERROR_CODES } from './vocabulary/errors.js';
+import { SETTINGS_ERROR_CODES } from './settings/config.js';
+import { HOST_MEMORY_ERROR_CODES } from './memory/host-memory.js';
+import { IPC_ERROR_CODES } from './ipc/format.js';
+import { REMOTE_ERROR_CODES } from './sources/remote/errors.js';
+import { TENSOR_ERROR_CODES } from './formats/errors.js';
 
 /** The contributing tables, by the part of penstock that throws their codes. */
 export const ERROR_CODE_TABLES = {

@@ -1,13 +1,13 @@
 /**
  * The addon against its typed surface: the functions it exports and the fields of the objects it
- * returns are exactly those that src/binding.ts declares (NATIVE_FUNCTIONS, NATIVE_RESULT_FIELDS).
+ * returns are exactly those that src/addon/binding.ts declares (NATIVE_FUNCTIONS, NATIVE_RESULT_FIELDS).
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { NATIVE_FUNCTIONS, NATIVE_RESULT_FIELDS, native } from '../src/binding.js';
-import { columnsOf, planBatch } from '../src/batch-plan.js';
+import { NATIVE_FUNCTIONS, NATIVE_RESULT_FIELDS, native } from '../src/addon/binding.js';
+import { columnsOf, planBatch } from '../src/plan/batch-plan.js';
 import { fakeDriverDir, pattern, tmpDir, withEnv } from './helpers.js';
 
 type FieldMap = Readonly<Record<string, 'required' | 'optional'>>;

@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { configure, getConfig, open, readBatch, stats, type BatchRange } from '../src/index.js';
 import fs from 'node:fs';
-import { native } from '../src/binding.js';
-import { BATCH_PART_PIECES, BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, columnsOf, planBatch, planParts } from '../src/batch-plan.js';
-import { readBatchInParts } from '../src/batch-read.js';
+import { native } from '../src/addon/binding.js';
+import { BATCH_PART_PIECES, BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, columnsOf, planBatch, planParts } from '../src/plan/batch-plan.js';
+import { readBatchInParts } from '../src/engine/batch/batch-read.js';
 import { makeFile } from './helpers.js';
 
 const initial = getConfig();

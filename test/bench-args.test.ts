@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ArgError, parseIntList, parseSizeArg, parseSizeList } from '../src/bench/args.js';
-import { parseBenchArgs } from '../src/cli/bench.js';
+import { ArgError, parseIntList, parseSizeArg, parseSizeList } from '../src/cli/kit/args.js';
+import { parseBenchArgs } from '../src/cli/bench/command.js';
 
 const MiB = 1024 * 1024;
 

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { dropFilePages } from '../src/bench/cold.js';
+import { dropFilePages } from '../src/cli/bench/cold.js';
 import { hasGpu } from '../src/index.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));

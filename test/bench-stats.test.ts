@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { formatGBps, formatMicros, markdownTable, textTable } from '../src/bench/format.js';
-import { describeRoutes, describeStages, measure, measureLatency, routeDelta } from '../src/bench/measure.js';
+import { formatGBps, formatMicros, markdownTable, textTable } from '../src/cli/kit/format.js';
+import { describeRoutes, describeStages, measure, measureLatency, routeDelta } from '../src/cli/bench/measure.js';
 import { computeTargets } from '../bench/report.js';
 import type { SuiteReport } from '../bench/context.js';
-import { formatRatio } from '../src/bench/format.js';
-import { renderBar } from '../src/bench/progress.js';
-import { gbps, median, percentile, summarize } from '../src/bench/stats.js';
-import { parseDdOutput } from '../src/bench/system.js';
+import { formatRatio } from '../src/cli/kit/format.js';
+import { renderBar } from '../src/cli/kit/progress.js';
+import { gbps, median, percentile, summarize } from '../src/cli/bench/stats.js';
+import { parseDdOutput } from '../src/cli/bench/system.js';
 import { stats, type StatsSnapshot } from '../src/index.js';
 
 describe('benchmark statistics', () => {

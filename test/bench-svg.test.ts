@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { escapeXml, renderChart, type Panel } from '../src/bench/svg.js';
+import { escapeXml, renderChart, type Panel } from '../bench/svg.js';
 
 /**
  * A strict check of the XML subset the chart writer emits: one root, balanced tags, quoted

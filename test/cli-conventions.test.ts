@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { ProgressBar, renderBar } from '../src/bench/progress.js';
+import { ProgressBar, renderBar } from '../src/cli/kit/progress.js';
 import { colourEnabled } from '../src/cli/common.js';
 import { repoRoot } from './helpers.js';
 

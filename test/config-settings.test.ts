@@ -3,11 +3,11 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { checkChanges, defaults, fromEnvironment, readEnvironment, suggest, validate } from '../src/config.js';
+import { checkChanges, defaults, fromEnvironment, readEnvironment, suggest, validate } from '../src/settings/config.js';
 import { configure, getConfig, openRemote } from '../src/index.js';
-import { remoteSettings } from '../src/remote/settings.js';
+import { remoteSettings } from '../src/sources/remote/settings.js';
 import { RangeServer } from './remote-range-server.js';
-import { autoRemoteWorkers, SETTING_NAMES, SETTINGS_TABLE, settingsTableMarkdown } from '../src/settings-table.js';
+import { autoRemoteWorkers, SETTING_NAMES, SETTINGS_TABLE, settingsTableMarkdown } from '../src/settings/table.js';
 import { repoRoot } from './helpers.js';
 
 describe('configure() input', () => {

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { describe, it } from 'node:test';
-import { DIGEST_PIECE, digestHex, updateInPieces } from '../src/digest.js';
+import { DIGEST_PIECE, digestHex, updateInPieces } from '../src/memory/digest.js';
 import { RangeServer } from './remote-range-server.js';
 import { pattern } from './helpers.js';
 

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { describe, test } from 'node:test';
 import { makeFile, repoRoot, tmpDir } from './helpers.js';
 import type { Check, DoctorReport } from '../src/doctor/index.js';
-import { hasGpu } from '../src/runtime.js';
+import { hasGpu } from '../src/addon/runtime.js';
 
 const MAIN = path.join(repoRoot, 'dist/src/cli/main.js');
 

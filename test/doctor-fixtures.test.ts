@@ -8,7 +8,7 @@ import path from 'node:path';
 import { describe, test } from 'node:test';
 import { repoRoot } from './helpers.js';
 import { diagnose, render, type Check, type DoctorReport, type PathReport, type PlatformFacts } from '../src/doctor/index.js';
-import type { CuFileDriverProps } from '../src/binding.js';
+import type { CuFileDriverProps } from '../src/addon/binding.js';
 
 const FIXTURES = path.join(repoRoot, 'test/fixtures/doctor');
 

@@ -13,7 +13,7 @@ import { makeFile, repoRoot, tmpDir } from './helpers.js';
 import { diagnose, render, type DoctorReport, type PlatformFacts, type Prediction } from '../src/doctor/index.js';
 import { explainingLines, parseCuFileLog, predictedBy, type CuFileLogLine } from '../src/doctor/cufile-log.js';
 import { judgeProbe } from '../src/doctor/probe.js';
-import type { CuFileDriverProps } from '../src/binding.js';
+import type { CuFileDriverProps } from '../src/addon/binding.js';
 
 const CLAIMS_GPU: PlatformFacts = {
   cuda: { loaded: true, path: 'libcuda.so.1', initialized: true, driverVersion: 12080, deviceCount: 1 },

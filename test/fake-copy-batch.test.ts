@@ -19,9 +19,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { describe, test } from 'node:test';
 const { DeviceBuffer, configure, open, readBatch } = await import('../src/index.js');
-const { COPY_BATCH_MAX, COPY_BATCH_MIN, columnsOf, planBatch } = await import('../src/batch-plan.js');
-const { native } = await import('../src/binding.js');
-const { cudaStatus } = await import('../src/runtime.js');
+const { COPY_BATCH_MAX, COPY_BATCH_MIN, columnsOf, planBatch } = await import('../src/plan/batch-plan.js');
+const { native } = await import('../src/addon/binding.js');
+const { cudaStatus } = await import('../src/addon/runtime.js');
 
 const KiB = 1024;
 

@@ -116,7 +116,7 @@ describe('cuFile path', () => {
       assert.equal(r.reason?.cufileNumber, 5027);
       assert.match(r.reason!.message, /udev/);
       // Tasks as the staged route plans them (a read of 4 MiB is gathered, in tasks of its own).
-      const { planDeviceRead } = await import('../src/transfer-plan.js');
+      const { planDeviceRead } = await import('../src/plan/transfer-plan.js');
       assert.equal(f.stats().routes['posix-device'].ops, data.length / planDeviceRead(getConfig(), data.length, false, false).taskSize);
       assert.equal(f.stats().routes.gds.ops, 0);
     });

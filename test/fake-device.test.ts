@@ -174,8 +174,8 @@ describe('staged path (posix-device)', () => {
   }
 
   test('staged reads through scratch and streaming stores match byte for byte, to the end of the file', async () => {
-    const { native } = await import('../src/binding.js');
-    const { bounceBytes, ensurePool } = await import('../src/runtime.js');
+    const { native } = await import('../src/addon/binding.js');
+    const { bounceBytes, ensurePool } = await import('../src/addon/runtime.js');
     configure({ taskSize: 1 << 20, bounceBufferSize: 256 * 1024, threads: 3 });
     const size = 3 * (1 << 20) + 12345;
     const { file, data } = makeFile(size);
@@ -246,7 +246,7 @@ describe('staged path (posix-device)', () => {
     // Through the pool and the bounce halves: below GATHER_MIN (gathered reads' failures are in
     // fake-gather.test.ts), sixteen tasks of 64 KiB, so the fourth copy fails mid-read.
     configure({ taskSize: 64 * 1024, bounceBufferSize: 64 * 1024, threads: 2, inlineReadMax: 0 });
-    const { GATHER_MIN } = await import('../src/transfer-plan.js');
+    const { GATHER_MIN } = await import('../src/plan/transfer-plan.js');
     const { file } = makeFile(4 << 20);
     await using f = await open(file, 'r', { compatMode: 'on' });
     using buf = DeviceBuffer.alloc(4 << 20);

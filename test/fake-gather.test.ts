@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import type { DeviceBuffer as DeviceBufferType, PenstockFile } from '../src/index.js';
 const { DeviceBuffer, configure, getConfig, open } = await import('../src/index.js');
-const { GATHER_COPY, GATHER_MIN, GATHER_TASK } = await import('../src/transfer-plan.js');
+const { GATHER_COPY, GATHER_MIN, GATHER_TASK } = await import('../src/plan/transfer-plan.js');
 
 const initial = getConfig();
 afterEach(() => configure(initial));

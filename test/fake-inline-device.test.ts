@@ -10,9 +10,9 @@ useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '2' });
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 const { DeviceBuffer, configure, getConfig, open, PenstockError } = await import('../src/index.js');
-const { INLINE_DEVICE_PIECE, INLINE_HELPED_PIECE, inlineDeviceSplit } = await import('../src/transfer-plan.js');
-const { native } = await import('../src/binding.js');
-const { poolSpinnerCount, prepareDevice } = await import('../src/runtime.js');
+const { INLINE_DEVICE_PIECE, INLINE_HELPED_PIECE, inlineDeviceSplit } = await import('../src/plan/transfer-plan.js');
+const { native } = await import('../src/addon/binding.js');
+const { poolSpinnerCount, prepareDevice } = await import('../src/addon/runtime.js');
 const fs = await import('node:fs');
 
 const initial = getConfig();

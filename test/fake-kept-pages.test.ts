@@ -12,8 +12,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, before, describe, test } from 'node:test';
 const { DeviceBuffer, configure, getConfig, open } = await import('../src/index.js');
 type DeviceBuffer = import('../src/index.js').DeviceBuffer;
-const { native } = await import('../src/binding.js');
-const { KEPT_MIN_READ, KEPT_SETTLE_MS, keptPagesBytes } = await import('../src/kept-pages.js');
+const { native } = await import('../src/addon/binding.js');
+const { KEPT_MIN_READ, KEPT_SETTLE_MS, keptPagesBytes } = await import('../src/engine/kept-pages.js');
 
 const initial = getConfig();
 afterEach(() => configure(initial));

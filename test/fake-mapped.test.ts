@@ -11,7 +11,11 @@ import fs from 'node:fs';
 import { afterEach, describe, test } from 'node:test';
 const p = await import('../src/index.js');
 const { DeviceBuffer, configure, getConfig, open } = p;
-const { MAPPED_CLAIM_DIVISOR, MAPPED_PIECE, planRead } = await import('../src/transfer-plan.js');
+const { MAPPED_CLAIM_DIVISOR, MAPPED_PIECE, planRead } = await import('../src/plan/transfer-plan.js');
+const { readFactsOf } = await import('../src/engine/read-facts.js');
+/** The plan of a read of `fd`, with the facts gathered from the file as the engine gathers them. */
+const planWith = (s: Parameters<typeof planRead>[0], fd: number, fileOffset: number, size: number, intoDevice: boolean, mappedOut: boolean) =>
+  planRead(s, readFactsOf(fd, fileOffset, size), fileOffset, size, intoDevice, mappedOut);
 
 const initial = getConfig();
 // Every test starts from the same settings, whether the one before it passed or threw.
@@ -67,15 +71,15 @@ describe('mapped route (mapped-device)', () => {
     const bfd = fs.openSync(big, 'r');
     try {
       const s = { ...getConfig(), mappedReads: 'auto' as const };
-      assert.deepEqual(planRead({ ...s, threads: 2 }, bfd, 0, 64 * MiB, true, false).mapped, mappedPlan);
-      assert.deepEqual(planRead({ ...s, threads: 1 }, bfd, 0, 64 * MiB, true, false).mapped, mappedPlan);
-      assert.equal(planRead({ ...s, threads: 4 }, bfd, 0, 64 * MiB, true, false).mapped, undefined, 'not beside many staging threads');
-      assert.equal(planRead({ ...s, threads: 2 }, bfd, 0, 32 * MiB, true, false).mapped, undefined, 'not for smaller reads');
-      assert.equal(planRead({ ...s, threads: 2 }, bfd, 4096, 64 * MiB, true, false).mapped, undefined, 'not past the end of the file');
+      assert.deepEqual(planWith({ ...s, threads: 2 }, bfd, 0, 64 * MiB, true, false).mapped, mappedPlan);
+      assert.deepEqual(planWith({ ...s, threads: 1 }, bfd, 0, 64 * MiB, true, false).mapped, mappedPlan);
+      assert.equal(planWith({ ...s, threads: 4 }, bfd, 0, 64 * MiB, true, false).mapped, undefined, 'not beside many staging threads');
+      assert.equal(planWith({ ...s, threads: 2 }, bfd, 0, 32 * MiB, true, false).mapped, undefined, 'not for smaller reads');
+      assert.equal(planWith({ ...s, threads: 2 }, bfd, 4096, 64 * MiB, true, false).mapped, undefined, 'not past the end of the file');
       fs.writeFileSync(big, Buffer.alloc(64 * MiB, 2));
       await p.dropPageCache(big);
       if ((await p.pageCacheResidency(big)) < 0.5)
-        assert.equal(planRead({ ...s, threads: 2, directIoRead: false }, bfd, 0, 64 * MiB, true, false).mapped, undefined, 'not for a cold range');
+        assert.equal(planWith({ ...s, threads: 2, directIoRead: false }, bfd, 0, 64 * MiB, true, false).mapped, undefined, 'not for a cold range');
     } finally {
       fs.closeSync(bfd);
       fs.rmSync(big);
@@ -84,11 +88,11 @@ describe('mapped route (mapped-device)', () => {
     const fd = fs.openSync(file, 'r');
     try {
       const s = { ...getConfig(), mappedReads: 'auto' as const };
-      assert.equal(planRead(s, fd, 0, MiB, true, false).mapped, undefined);
-      assert.equal(planRead({ ...s, mappedReads: false }, fd, 0, MiB, true, false).mapped, undefined);
-      assert.equal(planRead({ ...s, mappedReads: true }, fd, 0, MiB, false, false).mapped, undefined, 'host reads never map');
-      assert.equal(planRead({ ...s, mappedReads: true }, fd, 0, MiB, true, true).mapped, undefined, 'a refused file never maps again');
-      assert.deepEqual(planRead({ ...s, mappedReads: true, taskSize: 64 * 1024 }, fd, 0, MiB, true, false).mapped, mappedPlan);
+      assert.equal(planWith(s, fd, 0, MiB, true, false).mapped, undefined);
+      assert.equal(planWith({ ...s, mappedReads: false }, fd, 0, MiB, true, false).mapped, undefined);
+      assert.equal(planWith({ ...s, mappedReads: true }, fd, 0, MiB, false, false).mapped, undefined, 'host reads never map');
+      assert.equal(planWith({ ...s, mappedReads: true }, fd, 0, MiB, true, true).mapped, undefined, 'a refused file never maps again');
+      assert.deepEqual(planWith({ ...s, mappedReads: true, taskSize: 64 * 1024 }, fd, 0, MiB, true, false).mapped, mappedPlan);
     } finally {
       fs.closeSync(fd);
     }

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { digestHex } from '../src/digest.js';
+import { digestHex } from '../src/memory/digest.js';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const fakeDriverDir = path.join(repoRoot, 'dist/fake-driver');

@@ -51,8 +51,8 @@ describe('host reads', () => {
 
   test('reads through scratch and streaming stores (hostStagePiece) match, to the end of the file, with progress', async () => {
     // The plan uses scratch only from 64 MiB up: the addon is driven with its pieces directly.
-    const { native } = await import('../src/binding.js');
-    const { ensurePool } = await import('../src/runtime.js');
+    const { native } = await import('../src/addon/binding.js');
+    const { ensurePool } = await import('../src/addon/runtime.js');
     const size = 3 * (1 << 20) + 12345;
     const { file, data } = makeFile(size);
     ensurePool();

@@ -12,8 +12,8 @@ import { writeSafetensors, writeSharded } from './tensor-writer.js';
 
 useFakeDriver();
 const p = await import('../src/index.js');
-const { native } = await import('../src/binding.js');
-const { fromNative } = await import('../src/errors.js');
+const { native } = await import('../src/addon/binding.js');
+const { fromNative } = await import('../src/vocabulary/errors.js');
 
 const MiB = 1 << 20;
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { sortByKeys } from '../src/key-sort.js';
+import { sortByKeys } from '../src/plan/key-sort.js';
 
 /** The order a comparator sort gives (stable, most significant key first). */
 function expected(n: number, keys: ArrayLike<number>[]): number[] {

@@ -20,7 +20,7 @@ for (const file of fs.readdirSync(sources).filter((f) => f.endsWith('_test.cc'))
   test(`native unit test ${file}`, () => {
     fs.mkdirSync(outDir, { recursive: true });
     const binary = path.join(outDir, file.replace(/\.cc$/, ''));
-    execFileSync(compiler, ['-std=c++17', '-O1', '-Wall', '-Wextra', '-Werror', '-pthread', '-o', binary, path.join(sources, file)], { stdio: 'pipe', env });
+    execFileSync(compiler, ['-std=c++17', '-O1', '-Wall', '-Wextra', '-Werror', '-pthread', '-I', path.join(repoRoot, 'src/native'), '-o', binary, path.join(sources, file)], { stdio: 'pipe', env });
     const run = spawnSync(binary, { encoding: 'utf8', env });
     assert.equal(run.status, 0, `${file} failed:\n${run.stderr}${run.stdout}`);
   });

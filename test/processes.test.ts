@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
-import { defaults } from '../src/config.js';
-import { planDeviceRead } from '../src/transfer-plan.js';
+import { defaults } from '../src/settings/config.js';
+import { planDeviceRead } from '../src/plan/transfer-plan.js';
 import { fakeDriverDir, makeFile, repoRoot } from './helpers.js';
 
 const entry = path.join(repoRoot, 'dist/src/index.js');

@@ -7,9 +7,9 @@ import path from 'node:path';
 import { describe, test } from 'node:test';
 import { repoRoot } from './helpers.js';
 import { diagnose, type PlatformFacts } from '../src/doctor/index.js';
-import { ROUTE_MEANINGS, ROUTE_RANK, compatModeOn, cufileUnavailableReason, parseBooleanWord } from '../src/reasons.js';
-import { FileRouting } from '../src/routing.js';
-import { ROUTES } from '../src/stats.js';
+import { ROUTE_MEANINGS, ROUTE_RANK, compatModeOn, cufileUnavailableReason, parseBooleanWord } from '../src/vocabulary/reasons.js';
+import { FileRouting } from '../src/engine/routing.js';
+import { ROUTES } from '../src/engine/stats.js';
 
 const GDS = path.join(repoRoot, 'test/fixtures/doctor/gds-nvme');
 const FACTS: PlatformFacts = {

@@ -16,7 +16,7 @@ import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { digestHex, updateInPieces } from '../src/digest.js';
+import { digestHex, updateInPieces } from '../src/memory/digest.js';
 
 /** A fault for the next matching requests. */
 export type Fault =

@@ -4,8 +4,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { resolveBeside, parseIni, parseRemoteUrl, redactUrl, resolveS3Config, s3ObjectUrl, REMOTE_ERROR_CODES } from '../src/index.js';
-import { parseContentRange, parseRetryAfter } from '../src/remote/http.js';
-import { backoffMs, retryDelayMs } from '../src/remote/retry.js';
+import { parseContentRange, parseRetryAfter } from '../src/sources/remote/http.js';
+import { backoffMs, retryDelayMs } from '../src/sources/remote/retry.js';
 import { tmpDir } from './helpers.js';
 
 describe('addresses', () => {

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { RangeServer } from './remote-range-server.js';
 const { DeviceBuffer, openRemote, RemoteError, runtimeInfo } = await import('../src/index.js');
-const { remoteWorkerThreads } = await import('../src/remote/parse-workers.js');
+const { remoteWorkerThreads } = await import('../src/sources/remote/parse-workers.js');
 
 const KiB = 1024;
 const server = new RangeServer();

@@ -85,7 +85,7 @@ describe('bounds come from the engine, not from properties', () => {
   });
 
   test('native code checks the host range against the memory itself, and parses its spec strictly', async () => {
-    const { native } = await import('../src/binding.js');
+    const { native } = await import('../src/addon/binding.js');
     const fd = fs.openSync(file, 'r');
     try {
       const spec = {

@@ -6,11 +6,11 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { configure, getConfig, open } from '../src/index.js';
-import { defaults } from '../src/config.js';
+import { defaults } from '../src/settings/config.js';
 import {
   DEVICE_SCRATCH_MAX, DEVICE_TASK_FLOOR, GATHER_COPY, GATHER_MIN, GATHER_STAGE, GATHER_STREAMS, GATHER_TASK, planDeviceRead, planGather, deviceReadTaskSize, deviceStageScratch, DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
   taskSizeFor, hostStagePiece, inlineDeviceSplit, INLINE_DEVICE_PIECE, INLINE_HELPED_PIECE, INLINE_MAX_HELPERS,
-} from '../src/transfer-plan.js';
+} from '../src/plan/transfer-plan.js';
 import { makeFile } from './helpers.js';
 
 const initial = getConfig();

@@ -2,7 +2,7 @@
  * What every `penstock` command shares: exit statuses, the usage-error path, and when to use
  * colour and progress bars.
  */
-import { ArgError } from '../bench/args.js';
+import { ArgError } from './kit/args.js';
 
 /** Exit statuses of every command (doctor adds 3 for --require-gds). */
 export const EXIT = {

@@ -6,9 +6,14 @@
 import { constants as bufferConstants } from 'node:buffer';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import { ArgError, parseCommandLine, parseSizeArg } from '../bench/args.js';
-import { ProgressBar } from '../bench/progress.js';
-import { DeviceBuffer, open, hasGpu, formatSize, getConfig, runtimeInfo, ROUTES, type PenstockFile, type StatsSnapshot } from '../index.js';
+import { ArgError, parseCommandLine, parseSizeArg } from './kit/args.js';
+import { ProgressBar } from './kit/progress.js';
+import { DeviceBuffer } from '../memory/device-buffer.js';
+import { open, type PenstockFile } from '../engine/file.js';
+import { hasGpu } from '../addon/runtime.js';
+import { formatSize } from '../settings/sizes.js';
+import { getConfig, runtimeInfo } from '../engine/process.js';
+import { ROUTES, type StatsSnapshot } from '../engine/stats.js';
 import { EXIT, EXIT_HELP, painter, runCommand } from './common.js';
 import { createPrivateFile, type PrivateFile } from './private-file.js';
 

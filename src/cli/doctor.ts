@@ -6,7 +6,7 @@
  */
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
-import { parseSize } from '../config.js';
+import { parseSize } from '../settings/config.js';
 import { diagnose, render } from '../doctor/index.js';
 import { readGdscheck } from '../doctor/gdscheck.js';
 import { renderGdscheck } from '../doctor/report.js';

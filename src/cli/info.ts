@@ -1,8 +1,10 @@
 /** `penstock info`: what was found at run time, and the settings in force with their sources. */
-import { deviceCount, deviceInfo, getConfig, runtimeInfo, type Settings } from '../index.js';
-import { parseCommandLine } from '../bench/args.js';
-import { defaults, formatSize, readEnvironment, suggest, type EnvironmentProblem } from '../config.js';
-import { SETTING_NAMES, SETTINGS_TABLE, SHARED_VARIABLES } from '../settings-table.js';
+import { deviceCount, deviceInfo } from '../addon/runtime.js';
+import { getConfig, runtimeInfo } from '../engine/process.js';
+import type { Settings } from '../settings/config.js';
+import { parseCommandLine } from './kit/args.js';
+import { defaults, formatSize, readEnvironment, suggest, type EnvironmentProblem } from '../settings/config.js';
+import { SETTING_NAMES, SETTINGS_TABLE, SHARED_VARIABLES } from '../settings/table.js';
 import { EXIT, EXIT_HELP, painter, runCommand } from './common.js';
 
 /** `penstock info --help`. */

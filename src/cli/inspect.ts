@@ -3,7 +3,7 @@
  * and totals, from the headers alone (no data is read, no GPU is used).
  */
 import { parseArgs } from 'node:util';
-import { formatSize } from '../config.js';
+import { formatSize } from '../settings/config.js';
 import { closeCheckpoint, describeCheckpoint } from '../tensors/checkpoint.js';
 
 const USAGE = 'usage: penstock inspect PATH... [--json]   (a .safetensors file, a *.index.json, .npy files)\n';

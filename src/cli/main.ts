@@ -3,7 +3,7 @@
  * The `penstock` command: `demo`, `doctor`, `bench`, `info`, `inspect`, `load`.
  */
 import { readFileSync } from 'node:fs';
-import { suggest } from '../config.js';
+import { suggest } from '../settings/config.js';
 import { EXIT, EXIT_HELP } from './common.js';
 
 const HELP = `penstock: move file data straight between storage and GPU memory
@@ -30,7 +30,7 @@ terminal. ${EXIT_HELP}`;
 const COMMANDS: Record<string, () => Promise<(argv: string[]) => Promise<number>>> = {
   demo: async () => (await import('./demo.js')).runDemo,
   doctor: async () => (await import('./doctor.js')).runDoctorCli,
-  bench: async () => (await import('./bench.js')).runBenchCli,
+  bench: async () => (await import('./bench/command.js')).runBenchCli,
   info: async () => (await import('./info.js')).runInfo,
   inspect: async () => (await import('./inspect.js')).runInspectCli,
   load: async () => (await import('./load.js')).runLoadCli,

@@ -2,7 +2,7 @@
  * cuFile's configuration file: JSON that allows comments. Only the keys that change which route
  * a file takes, or where the evidence goes, are picked out.
  */
-import { parseBooleanWord } from '../reasons.js';
+import { parseBooleanWord } from '../vocabulary/reasons.js';
 import type { SysRoot } from './sysfs.js';
 
 /**

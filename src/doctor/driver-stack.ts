@@ -4,7 +4,7 @@
  * nvidia_peermem for RDMA file systems, PCI P2PDMA readiness in full, and the cufile.json
  * settings that change a file's path (deny lists, POSIX thresholds, RDMA addresses, pinning).
  */
-import { formatSize } from '../config.js';
+import { formatSize } from '../settings/config.js';
 import type { CuFileConfig } from './cufile-json.js';
 import type { SysRoot } from './sysfs.js';
 import type { Check, GpuState, PlatformFacts } from './types.js';

@@ -2,7 +2,7 @@
  * The live CUDA and cuFile facts, asked of penstock's runtime. Loading the addon or the
  * libraries can fail in many ways on a broken machine; each failure becomes a fact.
  */
-import { cudaStatus, cufileStatus, deviceInfo, hasGpu } from '../runtime.js';
+import { cudaStatus, cufileStatus, deviceInfo, hasGpu } from '../addon/runtime.js';
 import type { PlatformFacts } from './types.js';
 
 export function liveFacts(): PlatformFacts {

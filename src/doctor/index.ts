@@ -12,9 +12,9 @@ import { predict, verdictLine } from './predict.js';
 import { predictShape, shapeLine } from './shape.js';
 import { judgeProbe, runProbe } from './probe.js';
 import { SysRoot } from './sysfs.js';
-import { ROUTE_RANK } from '../reasons.js';
-import { checkLength } from '../validate.js';
-import type { Route } from '../stats.js';
+import { ROUTE_RANK } from '../vocabulary/reasons.js';
+import { checkLength } from '../vocabulary/validate.js';
+import type { Route } from '../engine/stats.js';
 import type { DiagnoseOptions, DoctorReport, PathReport, PredictedRoute, Prediction, ProbeResult } from './types.js';
 
 export type {

@@ -3,8 +3,8 @@
  * environment, udev, IOMMU, and whether this is a container or a VM.
  */
 import zlib from 'node:zlib';
-import { defaults, formatSize, fromEnvironment, type CompatMode } from '../config.js';
-import { cudaProblem as describeCudaProblem, cufileUnavailableReason, compatModeOn } from '../reasons.js';
+import { defaults, formatSize, fromEnvironment, type CompatMode } from '../settings/config.js';
+import { cudaProblem as describeCudaProblem, cufileUnavailableReason, compatModeOn } from '../vocabulary/reasons.js';
 import { cufileSettingsCheck, driverStackChecks, nvidiaKernelModule, p2pdmaReadiness } from './driver-stack.js';
 import { envFlag, readCuFileConfig, type CuFileConfig } from './cufile-json.js';
 import { ioUringCheck } from './io-uring.js';

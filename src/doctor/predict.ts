@@ -6,7 +6,7 @@
  * outright, so penstock stages the reads itself (`posix-device`); the rest let cuFile accept the
  * file but move the data through host memory itself (`cufile-compat`), when compat is allowed.
  */
-import { compatModeOn, ROUTE_MEANINGS } from '../reasons.js';
+import { compatModeOn, ROUTE_MEANINGS } from '../vocabulary/reasons.js';
 import { isGeForce, udevAdvice } from './platform.js';
 import { leaves, type BlockDevice, type PathFacts } from './paths.js';
 import type { Finding, PlatformState, Prediction } from './types.js';

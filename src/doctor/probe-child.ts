@@ -7,7 +7,11 @@
  * Argument: JSON `{ "path": string, "bytes": number, "offset": number, "targetOffset": number }`:
  * read at most `bytes` from `offset` into the GPU buffer at `targetOffset`. The doctor creates and removes the scratch file of a directory probe itself.
  */
-import { DeviceBuffer, getConfig, hasGpu, open, ROUTES, runtimeInfo, type Route, type RouteCounters } from '../index.js';
+import { DeviceBuffer } from '../memory/device-buffer.js';
+import { getConfig, runtimeInfo } from '../engine/process.js';
+import { hasGpu } from '../addon/runtime.js';
+import { open } from '../engine/file.js';
+import { ROUTES, type Route, type RouteCounters } from '../engine/stats.js';
 import { PROBE_MARK, type ProbeResult } from './types.js';
 
 function emit(result: ProbeResult): void {

@@ -4,7 +4,7 @@
  * or a file system's posix_gds_min_kb), and unaligned ones, whose unaligned parts cuFile moves
  * through its per-buffer bounce cache in GPU memory.
  */
-import { formatSize } from '../config.js';
+import { formatSize } from '../settings/config.js';
 import type { PathFacts } from './paths.js';
 import type { Finding, PlatformState, Prediction, ShapePrediction } from './types.js';
 

@@ -2,9 +2,9 @@
  * The doctor's report: the shape `diagnose()` returns and `penstock doctor --json` prints.
  * Check ids and field names are stable; new checks and fields may be added.
  */
-import type { CompatMode } from '../config.js';
-import type { CudaStatus, CuFileStatus, NativeDeviceInfo } from '../binding.js';
-import type { Route, RouteCounters } from '../stats.js';
+import type { CompatMode } from '../settings/config.js';
+import type { CudaStatus, CuFileStatus, NativeDeviceInfo } from '../vocabulary/native-contract.js';
+import type { Route, RouteCounters } from '../engine/stats.js';
 import type { CuFileConfig } from './cufile-json.js';
 
 /** `pass` ✓, `fail` ✗ (stands in the way), `warn` ! (works, but worse or unverified), `info` · (a fact). */

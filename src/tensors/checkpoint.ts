@@ -3,11 +3,11 @@
  * an index, a list of files, .npy files), each file's header parsed and checked, and every
  * tensor's absolute place in its file.
  */
-import { contiguousStrides, type Dtype } from './dtypes.js';
-import { formatError } from './errors.js';
-import { NPY_MAGIC, NPY_PREFIX_BYTES, npyHeaderLength, parseNpyHeader } from './npy.js';
-import { headerLengthOf, parseSafetensorsHeader } from './safetensors.js';
-import { parseShardedIndex, type ShardedIndex } from './sharded-index.js';
+import { contiguousStrides, type Dtype } from '../formats/dtypes.js';
+import { formatError } from '../formats/errors.js';
+import { NPY_MAGIC, NPY_PREFIX_BYTES, npyHeaderLength, parseNpyHeader } from '../formats/npy.js';
+import { headerLengthOf, parseSafetensorsHeader } from '../formats/safetensors.js';
+import { parseShardedIndex, type ShardedIndex } from '../formats/sharded-index.js';
 import { openAnySource, readBytes, type SourceOpener, type TensorSource } from './source.js';
 
 /** A tensor in its file. */

@@ -4,8 +4,8 @@
  * regions coalesced into one read), and the slab layout (each span at an aligned slab offset,
  * tensors inside it at their distance from the span's start).
  */
-import { dtypeBits, type Dtype } from './dtypes.js';
-import { formatError } from './errors.js';
+import { dtypeBits, type Dtype } from '../formats/dtypes.js';
+import { formatError } from '../formats/errors.js';
 import type { Checkpoint, FileTensor } from './checkpoint.js';
 
 /** Which tensors to load: names, a name prefix, or a predicate over the name. */

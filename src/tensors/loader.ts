@@ -3,13 +3,13 @@
  * checked first; then one allocation; then every span is read by the engine, all files at
  * once, each span one pipelined operation (an unfiltered file is one span).
  */
-import { DeviceBuffer } from '../device-buffer.js';
-import { AbortError, usage } from '../errors.js';
-import type { Memory } from '../file.js';
-import { PinnedBuffer } from '../pinned-buffer.js';
-import type { OpRecord } from '../stats.js';
+import { DeviceBuffer } from '../memory/device-buffer.js';
+import { AbortError, usage } from '../vocabulary/errors.js';
+import type { Memory } from '../engine/file.js';
+import { PinnedBuffer } from '../memory/pinned-buffer.js';
+import type { OpRecord } from '../engine/stats.js';
 import { closeCheckpoint, describeCheckpoint, type Checkpoint, type CheckpointInput } from './checkpoint.js';
-import { formatError } from './errors.js';
+import { formatError } from '../formats/errors.js';
 import { planLoad, type LoadPlan, type RowShard, type Span, type TensorFilter } from './load-plan.js';
 import type { SourceOpener } from './source.js';
 import { TensorSet, type FileLoadRecord, type SlabPlace } from './tensor-set.js';

@@ -2,10 +2,10 @@
  * Where tensor bytes come from. The loader reads only through this small surface, which a
  * penstock file satisfies as it is; a remote object with the same surface plugs in the same way.
  */
-import { open, type Memory, type ReadOptions } from '../file.js';
-import { openSource } from '../remote/open-source.js';
-import type { FileRoute } from '../routing.js';
-import type { OpRecord } from '../stats.js';
+import { open, type Memory, type ReadOptions } from '../engine/file.js';
+import { openSource } from '../sources/open-source.js';
+import type { FileRoute } from '../engine/routing.js';
+import type { OpRecord } from '../engine/stats.js';
 
 /** A readable byte source: a local file (`PenstockFile`), or anything else with the same surface. */
 export interface TensorSource {

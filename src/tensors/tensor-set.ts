@@ -2,12 +2,12 @@
  * A loaded tensor set: one slab (GPU or host memory) holding every tensor, per-tensor views of
  * it, the checkpoint's metadata and the route record of the load.
  */
-import { DeviceBuffer } from '../device-buffer.js';
-import { PinnedBuffer } from '../pinned-buffer.js';
-import type { RouteReason } from '../routing.js';
-import type { Route } from '../stats.js';
-import type { Dtype } from './dtypes.js';
-import { formatError } from './errors.js';
+import { DeviceBuffer } from '../memory/device-buffer.js';
+import { PinnedBuffer } from '../memory/pinned-buffer.js';
+import type { RouteReason } from '../engine/routing.js';
+import type { Route } from '../engine/stats.js';
+import type { Dtype } from '../formats/dtypes.js';
+import { formatError } from '../formats/errors.js';
 import type { PlannedTensor } from './load-plan.js';
 
 /**

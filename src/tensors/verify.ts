@@ -5,10 +5,10 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
-import { DeviceBuffer } from '../device-buffer.js';
-import { updateInPieces } from '../digest.js';
-import { formatError } from './errors.js';
-import { isUrl } from './sharded-index.js';
+import { DeviceBuffer } from '../memory/device-buffer.js';
+import { updateInPieces } from '../memory/digest.js';
+import { formatError } from '../formats/errors.js';
+import { isUrl } from '../formats/sharded-index.js';
 import { openAnySource, type SourceOpener } from './source.js';
 import type { TensorSet, TensorView } from './tensor-set.js';
 

@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { DeviceBuffer, open, readBatch, type BatchReadResult } from '../../src/index.js';
-import { COPY_BATCH_MAX } from '../../src/batch-plan.js';
-import { cudaStatus } from '../../src/runtime.js';
+import { COPY_BATCH_MAX } from '../../src/plan/batch-plan.js';
+import { cudaStatus } from '../../src/addon/runtime.js';
 import { makeFile, shuffled } from '../helpers.js';
 import { gpuOrSkip } from './guard.js';
 

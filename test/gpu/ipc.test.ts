@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
-import { digestHex } from '../../src/digest.js';
+import { digestHex } from '../../src/memory/digest.js';
 import { DeviceBuffer, exportDeviceBuffer, exportTensorSet, importDeviceBuffer, loadTensors, parseSize } from '../../src/index.js';
 import { decoderDimsFor, handOffShapes, writeCheckpointFile } from '../../bench/tensor-checkpoints.js';
 import { pattern, repoRoot, tmpDir } from '../helpers.js';
@@ -74,7 +74,7 @@ describe('GPU: CUDA IPC', () => {
        const out = { same: a.ptr === b.ptr, sha: sha(await a.toBuffer()) };
        a.free(); out.second = sha(await b.toBuffer());
        await b.copyFrom(Buffer.from(args[1], 'base64')); b.free();
-       let raw; try { const { native } = await import(${JSON.stringify(path.join(repoRoot, 'dist/src/binding.js'))});
+       let raw; try { const { native } = await import(${JSON.stringify(path.join(repoRoot, 'dist/src/addon/binding.js'))});
          const x = p.DeviceBuffer.alloc(4096); const h = p.exportDeviceBuffer(x).handle;
          native().ipcOpenMemHandle(0, Buffer.from(h.handle, 'base64'), 1); raw = 'opened'; } catch (err) { raw = err.record?.code ?? err.code; }
        out.selfOpen = raw;

@@ -8,8 +8,8 @@ import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, test } from 'node:test';
 import { DeviceBuffer, open } from '../../src/index.js';
-import { native } from '../../src/binding.js';
-import { KEPT_SETTLE_MS } from '../../src/kept-pages.js';
+import { native } from '../../src/addon/binding.js';
+import { KEPT_SETTLE_MS } from '../../src/engine/kept-pages.js';
 import { makeFile, sha256 } from '../helpers.js';
 import { gpuOrSkip } from './guard.js';
 

@@ -11,7 +11,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
-import { digestHex } from '../../src/digest.js';
+import { digestHex } from '../../src/memory/digest.js';
 import { DeviceBuffer, deviceCount, deviceInfo, exportDeviceBuffer, loadTensors, open, tensorSha256 } from '../../src/index.js';
 import { sevenBShapes, writeCheckpointFile, writeShardedCheckpoint } from '../../bench/tensor-checkpoints.js';
 import { makeFile, pattern, repoRoot, tmpDir } from '../helpers.js';
@@ -110,7 +110,7 @@ describe('several GPUs', () => {
     const order = Array.from({ length: n }, (_, i) => n - 1 - i).join(',');
     const body = `const p = await import(${JSON.stringify(entry)});
       const b = p.importDeviceBuffer(process.argv[1]);
-      const { digestHex } = await import(${JSON.stringify(path.join(repoRoot, 'dist/src/digest.js'))});
+      const { digestHex } = await import(${JSON.stringify(path.join(repoRoot, 'dist/src/memory/digest.js'))});
       console.log(JSON.stringify({ device: b.device, bus: p.deviceInfo(b.device).pciBusId, sha: digestHex('sha256', await b.toBuffer()) }));
       b.free();`;
     // FAKE_CUDA_VISIBLE_DEVICES: the test driver's name for the same setting, so this runs on it too.

@@ -10,8 +10,8 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { describe, test } from 'node:test';
 import { DeviceBuffer, getConfig, openRemote } from '../../src/index.js';
-import { mainThreadCpuSeconds } from '../../src/bench/system.js';
-import { updateInPieces } from '../../src/digest.js';
+import { mainThreadCpuSeconds } from '../../src/cli/bench/system.js';
+import { updateInPieces } from '../../src/memory/digest.js';
 import { defaultServerProcesses, serveInChild } from '../remote-range-server.js';
 import { gpuOrSkip } from './guard.js';
 

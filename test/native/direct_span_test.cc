@@ -1,8 +1,8 @@
-// Unit checks of the O_DIRECT alignment arithmetic (src/native/direct_span.h), built with a plain
+// Unit checks of the O_DIRECT alignment arithmetic (src/native/sys/direct_span.h), built with a plain
 // C++17 compiler and run by test/native-units.test.ts; exits non-zero when any check fails.
 #include <cstdint>
 
-#include "../../src/native/direct_span.h"
+#include "../../src/native/sys/direct_span.h"
 #include "check.h"
 
 namespace {

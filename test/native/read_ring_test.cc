@@ -1,4 +1,4 @@
-// Unit checks of the io_uring reads (src/native/read_ring.cc) against a temporary file: every
+// Unit checks of the io_uring reads (src/native/sys/read_ring.cc) against a temporary file: every
 // byte in its place for more requests than the ring holds, short reads at end of file, reads
 // past it, a bad descriptor failing its own requests only, one request for more than the file.
 // Where io_uring cannot be set up here, the checks say so and pass: the addon then reads by
@@ -12,8 +12,8 @@
 #include <cstring>
 #include <vector>
 
-#include "../../src/native/posix_io.cc"
-#include "../../src/native/read_ring.cc"
+#include "../../src/native/sys/posix_io.cc"
+#include "../../src/native/sys/read_ring.cc"
 #include "check.h"
 
 namespace {

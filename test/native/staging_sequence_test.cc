@@ -1,4 +1,4 @@
-// Unit checks of the staging pipeline's sequencing (src/native/staging_sequence.h): which half
+// Unit checks of the staging pipeline's sequencing (src/native/engine/staging_sequence.h): which half
 // the next piece takes, which event must complete before a half is written again, and which
 // waiting tasks finish when an event completes. A simulated in-order stream stands in for CUDA.
 #include <algorithm>
@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "../../src/native/staging_sequence.h"
+#include "../../src/native/engine/staging_sequence.h"
 #include "check.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// Unit checks of the claim arithmetic (src/native/task_claims.h): tasks taken from the front one
+// Unit checks of the claim arithmetic (src/native/engine/task_claims.h): tasks taken from the front one
 // at a time and from the back several at a time, each exactly once, from one thread and from
 // several at once.
 #include <atomic>
@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../src/native/task_claims.h"
+#include "../../src/native/engine/task_claims.h"
 #include "check.h"
 
 namespace {

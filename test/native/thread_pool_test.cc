@@ -1,4 +1,4 @@
-// Unit checks of the pool's hand-offs (src/native/thread_pool.cc): Submit wakes a sleeping worker
+// Unit checks of the pool's hand-offs (src/native/sys/thread_pool.cc): Submit wakes a sleeping worker
 // only for tasks the spinning ones cannot take, so a skipped wake-up must never leave a task in
 // the queue with every worker asleep. Bursts of tasks are submitted with pauses that let the
 // spinners time out or not, and each burst must finish without any later submission.
@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "../../src/native/thread_pool.cc"
+#include "../../src/native/sys/thread_pool.cc"
 #include "check.h"
 
 namespace {

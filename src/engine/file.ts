@@ -1,0 +1,456 @@
+/**
+ * Files: `open()` and the file object, with parallel reads and writes at file offsets into and
+ * from GPU or host memory, each routed, recorded and cancellable.
+ */
+import fs from 'node:fs';
+import { promisify } from 'node:util';
+import { native, type NativeOp, type NativeOpSpec, type NativeOpResult } from '../addon/binding.js';
+import type { CompatMode } from '../settings/config.js';
+import { DeviceBuffer } from '../memory/device-buffer.js';
+import { AbortError, fromNative, systemError, usage } from '../vocabulary/errors.js';
+import { hostRegion, type HostMemory } from '../memory/host-memory.js';
+import { Lifetime } from '../memory/lifetime.js';
+import { progressOf, transferOptions, type TransferOptions, type ReadOptions, type WriteOptions, type ValidOptions } from './transfer-options.js';
+import { FileRouting, type FileRoute, type RouteReason } from './routing.js';
+import { anyDevicePrepared, cufileEvidence, currentSettings, cudaStatus, ensurePool, prepareDevice } from '../addon/runtime.js';
+import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
+import { readCached, readCachedToDevice } from './inline-read.js';
+import { KeptFile } from './kept-pages.js';
+import { readKept } from './kept-read.js';
+import type { Reason } from '../vocabulary/reasons.js';
+import { cufileSpec, hostSpec, stagedSpec, type SpecBase } from './op-spec.js';
+import { planRead, readsInline, readsInlineToDevice } from '../plan/transfer-plan.js';
+import { readFactsOf, residencyOf } from './read-facts.js';
+import { checkLength, checkRange, describe } from '../vocabulary/validate.js';
+
+export type { ReadOptions, TransferOptions, WriteOptions } from './transfer-options.js';
+
+const openAsync = promisify(fs.open);
+const closeAsync = promisify(fs.close);
+const fstatAsync = promisify(fs.fstat);
+
+/** `r` read; `r+` read and write; `w` write (create, truncate); `w+` read and write (create, truncate); `wx`/`wx+` fail if it exists. */
+export type OpenFlags = 'r' | 'r+' | 'w' | 'w+' | 'wx' | 'wx+';
+
+const FLAG_TABLE: Record<OpenFlags, { flags: number; read: boolean; write: boolean }> = {
+  r: { flags: fs.constants.O_RDONLY, read: true, write: false },
+  'r+': { flags: fs.constants.O_RDWR, read: true, write: true },
+  w: { flags: fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC, read: false, write: true },
+  'w+': { flags: fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_TRUNC, read: true, write: true },
+  wx: { flags: fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, read: false, write: true },
+  'wx+': { flags: fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_EXCL, read: true, write: true },
+};
+
+/** Options of `open()`. */
+export interface OpenOptions {
+  /** File mode when creating (default 0o644). */
+  mode?: number;
+  /** Overrides the process-wide compat mode for this file. */
+  compatMode?: CompatMode;
+}
+
+/** What an open file holds outside the JS heap; shared with the collector below. */
+interface FileResources {
+  path: string;
+  fds: number[];
+  routing: FileRouting;
+  kept: KeptFile;
+}
+
+/**
+ * Files that become unreachable while open are closed here, with a warning (as Node does for
+ * its FileHandle): the descriptors and the cuFile registration would otherwise leak.
+ */
+const fileCollector = new FinalizationRegistry<FileResources>((res) => {
+  process.emitWarning(
+    `Closing ${res.path} (file descriptor ${res.fds[0]}) on garbage collection; close penstock files with close() or \`await using\``,
+    { code: 'PENSTOCK_FILE_NOT_CLOSED' },
+  );
+  res.routing.release();
+  res.kept.release();
+  for (const fd of res.fds) {
+    try {
+      fs.closeSync(fd);
+    } catch {
+      // Already closed by someone else: nothing left to release.
+    }
+  }
+});
+
+/** Memory a file can be read into or written from. */
+export type Memory = DeviceBuffer | HostMemory;
+
+/**
+ * An open file. Reads and writes are split into tasks on penstock's thread pool; each returns
+ * one Promise. `close()` (or `await using`) waits for operations in flight.
+ */
+export class PenstockFile {
+  /** The path the file was opened with. */
+  readonly path: string;
+  /** The flags it was opened with. */
+  readonly flags: OpenFlags;
+  #fd: number;
+  #directFd: number | undefined;
+  #resources: FileResources;
+  #directRefused: RouteReason | undefined;
+  #mappedRefused: RouteReason | undefined;
+  #inlineUnsupported = false;
+  #routing: FileRouting;
+  #kept = new KeptFile();
+  #stats = new StatsBook();
+  #directPending: Promise<number> | undefined;
+  // Operations in flight; close() ends it once they have settled.
+  readonly #lifetime: Lifetime;
+  #closing: Promise<void> | undefined;
+
+  /** @internal Use `open()`. */
+  constructor(path: string, flags: OpenFlags, fd: number, compatMode: CompatMode) {
+    this.path = path;
+    this.flags = flags;
+    this.#fd = fd;
+    this.#routing = new FileRouting(compatMode);
+    this.#lifetime = new Lifetime(`The file ${path}`, 'ERR_PENSTOCK_FILE_CLOSED', 'is closed');
+    this.#resources = { path, fds: [fd], routing: this.#routing, kept: this.#kept };
+    fileCollector.register(this, this.#resources, this);
+  }
+
+  /** The OS file descriptor (-1 once closed). */
+  get fd(): number {
+    return this.#closing ? -1 : this.#fd;
+  }
+
+  /** Whether `close()` was called (or the file was disposed). */
+  get closed(): boolean {
+    return this.#closing !== undefined;
+  }
+
+  /** Where device I/O for this file goes, and why (see {@link FileRoute}). */
+  get route(): FileRoute {
+    const r: FileRoute = this.#routing.route;
+    return {
+      ...r,
+      ...(this.#directRefused ? { directIo: { ...this.#directRefused } } : {}),
+      ...(this.#mappedRefused ? { mapped: { ...this.#mappedRefused } } : {}),
+      ...(this.#kept.refused ? { keptPages: { ...this.#kept.refused } } : {}),
+    };
+  }
+
+  /** @internal Decides the device route now (cuFile registration); errors wait for device I/O. */
+  prepareDeviceRoute(): void {
+    try {
+      this.#routing.decide(this.#fd);
+    } catch {
+      // 'off' mode: the same error is raised by the first device operation.
+    }
+  }
+
+  /** Size of the file in bytes. */
+  async size(): Promise<number> {
+    this.#assertOpen();
+    return (await fstatAsync(this.#fd)).size;
+  }
+
+  /** This file's operations by route. */
+  stats(): StatsSnapshot {
+    return this.#stats.snapshot();
+  }
+
+  /** Zeroes this file's counters (the process-wide ones are kept). */
+  resetStats(): void {
+    this.#stats.reset();
+  }
+
+  /**
+   * Reads from the file into `target` (GPU or host memory). Resolves to the bytes read, which is
+   * fewer than asked only at end of file; bytes of the target past that are left untouched.
+   */
+  async read(target: Memory, options?: ReadOptions): Promise<number> {
+    // Awaited here (not chained with .then) so that errors carry the caller in their async stack.
+    return (await this.#transfer(false, target, options)).bytes;
+  }
+
+  /** @internal A read that also reports the route record of this one operation. */
+  readRecorded(target: Memory, options?: ReadOptions): Promise<OpRecord> {
+    return this.#transfer(false, target, options);
+  }
+
+  /** Writes `source` (GPU or host memory) to the file. Resolves to the bytes written. */
+  async write(source: Memory, options?: WriteOptions): Promise<number> {
+    return (await this.#transfer(true, source, options)).bytes;
+  }
+
+  /** @internal A write that also reports the route record of this one operation. */
+  writeRecorded(source: Memory, options?: WriteOptions): Promise<OpRecord> {
+    return this.#transfer(true, source, options);
+  }
+
+  /** @internal Counts `p` among this file's operations in flight, so that close() waits for it. */
+  trackOperation(p: Promise<unknown>): void {
+    const leave = this.#lifetime.enter();
+    p.then(leave, leave);
+  }
+
+  /** Closes the file after the operations in flight settle. Idempotent. */
+  close(): Promise<void> {
+    if (!this.#closing) this.#closing = this.#doClose();
+    return this.#closing;
+  }
+
+  /** Closes the file at the end of an `await using` block (as `close()`). */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  async #doClose(): Promise<void> {
+    await this.#lifetime.endWhenIdle();
+    this.#routing.release();
+    this.#kept.release();
+    fileCollector.unregister(this);
+    const fds = [this.#fd, this.#directFd].filter((x): x is number => x !== undefined && x >= 0);
+    this.#directFd = undefined;
+    await Promise.all(fds.map((fd) => closeAsync(fd)));
+  }
+
+  #assertOpen(): void {
+    this.#lifetime.assertLive();
+  }
+
+  async #transfer(write: boolean, memory: Memory, options: TransferOptions | undefined): Promise<OpRecord> {
+    // Awaited here, so that errors carry the caller in their async stack.
+    return await this.#lifetime.use(() => this.#start(write, memory, transferOptions(options, write)));
+  }
+
+  async #start(write: boolean, memory: Memory, options: ValidOptions): Promise<OpRecord> {
+    const mode = FLAG_TABLE[this.flags];
+    if (write && !mode.write) throw usage('ERR_PENSTOCK_NOT_WRITABLE', `The file ${this.path} was opened '${this.flags}' (read-only)`);
+    if (!write && !mode.read) throw usage('ERR_PENSTOCK_NOT_READABLE', `The file ${this.path} was opened '${this.flags}' (write-only)`);
+    const { fileOffset, memOffset, signal, onProgress } = options;
+    if (signal?.aborted) throw new AbortError(undefined, { cause: signal.reason });
+    const s = currentSettings();
+    // Decided once the size is known to be valid.
+    const plan = (size: number, intoDevice: boolean) =>
+      write ? { direct: s.directIoWrite } : planRead(s, readFactsOf(this.#fd, fileOffset, size), fileOffset, size, intoDevice, this.#mappedRefused !== undefined || (intoDevice && cudaStatus().hostRegister !== true));
+    const base: SpecBase = { write, fd: this.#fd, fileOffset, maxRunners: 0, writePiece: 0 };
+
+    if (memory instanceof DeviceBuffer) {
+      memory.assertLive();
+      const size = options.size ?? Math.max(0, memory.byteLength - memOffset);
+      checkLength(size, 'size');
+      checkRange(memOffset, size, memory.byteLength, 'DeviceBuffer');
+      const device = memory.device;
+      // Buffers that did not allocate (imported ones) meet the GPU's staging resources here.
+      prepareDevice(device);
+      let route: Route = 'posix-device';
+      let cufile = false;
+      if (this.#routing.route.compatMode === 'off' || size >= s.gdsThreshold) {
+        cufile = this.#routing.decide(this.#fd).device === 'cufile';
+      }
+      let spec: NativeOpSpec;
+      // Set when kept pages were to carry this read and it went the usual way instead.
+      let keptFallback: Reason | undefined;
+      if (cufile) {
+        spec = cufileSpec(s, base, size, memory.ptr, memOffset, device, this.#routing.cufileHandle!);
+      } else {
+        const kept = write || s.directIoRead === true || cudaStatus().hostRegister !== true ? undefined : this.#kept.plan(s, fileOffset, size, () => residencyOf(this.#fd, fileOffset, size));
+        if (kept && !('id' in kept)) keptFallback = kept;
+        else if (kept) {
+          const target = { fd: this.#fd, fileOffset, size, device, devicePtr: memory.ptr + BigInt(memOffset), onProgress: onProgress && progressOf(onProgress), signal };
+          const got = await memory.withBusy(() => readKept(s, this.#kept, kept, target, (rec) => this.#count(rec)));
+          if ('route' in got) return got;
+          keptFallback = got;
+        }
+        const noted = (p: Promise<OpRecord>) => (keptFallback ? p.then((rec) => Object.assign(rec, { keptFallback })) : p);
+        if (!write && !this.#inlineUnsupported && readsInlineToDevice(s, size, () => native().inflight())) {
+          let r: ReturnType<typeof readCachedToDevice>;
+          try {
+            r = readCachedToDevice(this.#fd, device, memory.ptr + BigInt(memOffset), size, fileOffset);
+          } catch (err) {
+            this.#count(recordOf('posix-device', device, undefined, true, false));
+            throw fromNative(err, this.path);
+          }
+          if (r === 'unsupported') this.#inlineUnsupported = true;
+          else if (r !== 'pool') return noted(this.#inlineDone('posix-device', device, r.bytes, r.ns, onProgress, r.helped));
+        }
+        const p = plan(size, true);
+        const directFd = p.direct ? await this.#direct() : -1;
+        spec = stagedSpec(s, base, size, memory.ptr + BigInt(memOffset), device, directFd, p.mapped);
+      }
+      if (onProgress) spec.progress = progressOf(onProgress);
+      ensurePool();
+      const before = cufile ? cufileEvidence(write) : null;
+      // The buffer may have been freed while the O_DIRECT descriptor opened: withBusy checks.
+      return memory.withBusy(() =>
+        this.#run(spec, signal, (r, failed) => {
+          if (cufile) route = classifyCuFile(before, cufileEvidence(write));
+          const rec = this.#record(route, device, r, failed, spec.directFd >= 0);
+          if (keptFallback) rec.keptFallback = keptFallback;
+          return rec;
+        }),
+      );
+    }
+
+    const host = hostRegion(memory, write ? 'source' : 'target');
+    const size = options.size ?? Math.max(0, host.length - memOffset);
+    checkLength(size, 'size');
+    checkRange(memOffset, size, host.length, write ? 'source buffer' : 'target buffer');
+    if (!write && !this.#inlineUnsupported && readsInline(s, size)) {
+      const r = readCached(this.#fd, host, memOffset, size, fileOffset);
+      if (r === 'unsupported') this.#inlineUnsupported = true;
+      else if (r !== 'pool') return this.#inlineDone('posix-host', undefined, r.bytes, r.ns, onProgress);
+    }
+    const directFd = plan(size, false).direct ? await this.#direct() : -1;
+    ensurePool();
+    const spec: NativeOpSpec = hostSpec(s, base, size, host.view, host.offset + memOffset, directFd);
+    if (onProgress) spec.progress = progressOf(onProgress);
+    const run = () => this.#run(spec, signal, (r, failed) => this.#record('posix-host', undefined, r, failed, spec.directFd >= 0));
+    return host.pinned ? host.pinned.use(run) : run();
+  }
+
+  /** Counts an operation's record in this file's stats and the process's; returns it. */
+  #count(rec: OpRecord): OpRecord {
+    this.#stats.record(rec);
+    globalStats.record(rec);
+    return rec;
+  }
+
+  /** Records a read done on the calling thread (inline-read.ts) and settles it as the pool would. */
+  #inlineDone(route: 'posix-host' | 'posix-device', device: number | undefined, bytes: number, ns: number, onProgress: ((n: number) => void) | undefined, helped?: number): Promise<OpRecord> {
+    const rec = recordOf(route, device, { bytes, tasks: 1, peakTasks: 1, routeShare: { tasks: 1, bytes, busyNs: ns, ioNs: ns, waitNs: 0 } }, false, false);
+    rec.inline = true;
+    if (helped !== undefined) rec.helpedPieces = helped;
+    this.#count(rec);
+    if (!onProgress) return Promise.resolve(rec);
+    // Progress comes after the call returns, as it does from the pool.
+    return Promise.resolve().then(() => {
+      try {
+        onProgress(bytes);
+      } catch (err) {
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
+      return rec;
+    });
+  }
+
+  async #run(
+    spec: NativeOpSpec,
+    signal: AbortSignal | undefined,
+    record: (r: NativeOpResult | undefined, failed: boolean) => OpRecord,
+  ): Promise<OpRecord> {
+    let op: NativeOp;
+    try {
+      op = native().submit(spec);
+    } catch (err) {
+      throw fromNative(err, this.path);
+    }
+    const onAbort = () => op.cancel();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const r = await op.promise;
+      return this.#count(record(r, false));
+    } catch (err) {
+      this.#count(record(undefined, true));
+      const e = fromNative(err, this.path);
+      if (e instanceof AbortError && signal?.reason !== undefined) throw new AbortError(undefined, { cause: signal.reason });
+      throw e;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /**
+   * The record of one operation. A mapped share that could not go ahead is remembered, so later
+   * reads of this file do not try again, and shows in `route.mapped`.
+   */
+  #record(route: Route, device: number | undefined, r: NativeOpResult | undefined, failed: boolean, direct: boolean): OpRecord {
+    // Pieces that the file system refused through O_DIRECT went through the page cache.
+    const fellBack = r?.directFallback;
+    const rec = recordOf(route, device, r, failed, direct && !fellBack);
+    if (fellBack) {
+      const why = fromNative(fellBack.record);
+      this.#directRefused ??= {
+        code: 'DIRECT_IO_REFUSED',
+        message: `The file system refused O_DIRECT for ${fellBack.pieces} piece(s) of a transfer (${(why as { code?: string }).code ?? 'error'}): those went through the page cache.`,
+      };
+    }
+    const e = r?.mapped?.error;
+    if (e) {
+      rec.mappedFallback = this.#mappedRefused ??= {
+        code: 'MAPPED_REFUSED',
+        message: `The GPU could not copy straight from this file's page cache (${e.code ?? 'ERROR'}: ${e.message}); penstock's staged path carries its reads instead.`,
+      };
+    }
+    return rec;
+  }
+
+  /**
+   * The O_DIRECT descriptor, opened on first need; -1 where the file system refuses O_DIRECT.
+   * It is opened from the descriptor already held (its /proc/self/fd link), never by path: the
+   * path may name another file by now (an atomic replace of a checkpoint, a rename), and bytes of
+   * that file must never be read or written in this one's place. Same device and inode, or none.
+   */
+  #direct(): Promise<number> {
+    return (this.#directPending ??= this.#openDirect());
+  }
+
+  async #openDirect(): Promise<number> {
+    const mode = FLAG_TABLE[this.flags];
+    const acc = mode.read && mode.write ? fs.constants.O_RDWR : mode.write ? fs.constants.O_WRONLY : fs.constants.O_RDONLY;
+    let fd = -1;
+    let why: string | undefined;
+    try {
+      fd = await openAsync(`/proc/self/fd/${this.#fd}`, acc | fs.constants.O_DIRECT);
+      const [held, reopened] = await Promise.all([fstatAsync(this.#fd), fstatAsync(fd)]);
+      if (held.dev !== reopened.dev || held.ino !== reopened.ino) {
+        why = 'the reopened descriptor is another file';
+        await closeAsync(fd);
+        fd = -1;
+      }
+    } catch (err) {
+      why = (err as NodeJS.ErrnoException).code ?? 'error';
+      fd = -1;
+    }
+    if (why !== undefined)
+      this.#directRefused = {
+        code: 'DIRECT_IO_REFUSED',
+        message: `O_DIRECT could not be used for this file (${why}): buffered I/O is used instead.`,
+      };
+    this.#directFd = fd;
+    if (fd >= 0) this.#resources.fds.push(fd);
+    return fd;
+  }
+}
+
+/**
+ * Opens a file for penstock I/O.
+ * @param path the file
+ * @param flags `r` (default), `r+`, `w`, `w+`, `wx`, `wx+`
+ */
+export async function open(path: string, flags: OpenFlags = 'r', options: OpenOptions = {}): Promise<PenstockFile> {
+  if (typeof path !== 'string' || path.length === 0)
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `path must be a non-empty string, got ${describe(path)}`);
+  // Own keys only: '__proto__' or 'toString' name no flags.
+  const entry = typeof flags === 'string' && Object.hasOwn(FLAG_TABLE, flags) ? FLAG_TABLE[flags] : undefined;
+  if (!entry) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `Unknown open flags ${describe(flags)} (use r, r+, w, w+, wx, wx+)`);
+  const compatMode = options.compatMode ?? currentSettings().compatMode;
+  if (!['auto', 'on', 'off'].includes(compatMode))
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `Unknown compatMode ${describe(compatMode)}`);
+  let fd: number;
+  try {
+    fd = await openAsync(path, entry.flags, options.mode ?? 0o644);
+  } catch (err) {
+    throw systemError(err as NodeJS.ErrnoException);
+  }
+  const st = await fstatAsync(fd);
+  if (st.isDirectory()) {
+    await closeAsync(fd);
+    throw systemError(Object.assign(new Error(`EISDIR: illegal operation on a directory, open '${path}'`), { code: 'EISDIR', errno: -21, syscall: 'open', path }));
+  }
+  const file = new PenstockFile(path, flags, fd, compatMode);
+  // Where the process already uses a GPU, register with cuFile now, as part of opening, so the
+  // first read does not pay for it. Elsewhere it waits for the first device operation, and
+  // host-only programs never load CUDA at all.
+  if (compatMode !== 'on' && anyDevicePrepared()) file.prepareDeviceRoute();
+  return file;
+}

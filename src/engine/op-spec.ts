@@ -1,0 +1,49 @@
+/**
+ * The native spec of one file transfer, assembled from the transfer plan's decisions
+ * (transfer-plan.ts) once the route, the memory and the O_DIRECT descriptor are known.
+ */
+import type { NativeCuFileSpec, NativeHostSpec, NativeStagedSpec } from '../vocabulary/native-contract.js';
+import type { Settings } from '../settings/config.js';
+import { bounceBytes } from '../addon/runtime.js';
+import {
+  deviceStageScratch, DIRECT_PIECE, hostStagePiece, planDeviceRead, planWrite, stagePiece, taskSizeFor, type ReadPlan,
+} from '../plan/transfer-plan.js';
+
+/** What every spec of one transfer shares. */
+export interface SpecBase {
+  write: boolean;
+  fd: number;
+  fileOffset: number;
+  maxRunners: number;
+  writePiece: number;
+}
+
+/** A transfer of `size` bytes between the file and host memory (`view` at `hostOffset`). */
+export function hostSpec(s: Readonly<Settings>, base: SpecBase, size: number, view: NativeHostSpec['host'], hostOffset: number, directFd: number): NativeHostSpec {
+  const { write } = base;
+  return {
+    ...base, route: 'posix-host', directFd, size, taskSize: taskSizeFor(s, size), host: view, hostOffset,
+    hostStagePiece: write ? 0 : hostStagePiece(s, size), directPiece: directFd >= 0 ? DIRECT_PIECE : 0,
+    ...(write ? planWrite(s, directFd >= 0, size) : {}),
+  };
+}
+
+/** A staged transfer of `size` bytes between the file and GPU memory at `devicePtr`, with the mapped share `mapped` (reads). */
+export function stagedSpec(s: Readonly<Settings>, base: SpecBase, size: number, devicePtr: bigint, device: number, directFd: number, mapped: ReadPlan['mapped']): NativeStagedSpec {
+  const { write } = base;
+  const direct = directFd >= 0;
+  const shape = write ? planWrite(s, direct, size) : planDeviceRead(s, size, direct, mapped !== undefined);
+  return {
+    ...base, route: 'posix-device', directFd, size, devicePtr, device,
+    mapped: mapped !== undefined, mappedPiece: mapped?.piece ?? 0, mappedClaimDivisor: mapped?.claimDivisor ?? 0,
+    ...shape, stagePiece: stagePiece(shape.taskSize, bounceBytes() / 2, direct, write), stageScratch: deviceStageScratch(size, direct, write),
+  };
+}
+
+/** A cuFile transfer of `size` bytes at `memOffset` into the registered GPU buffer at `bufferBase` (cuFile handle `handle`). */
+export function cufileSpec(s: Readonly<Settings>, base: SpecBase, size: number, bufferBase: bigint, memOffset: number, device: number, handle: number): NativeCuFileSpec {
+  return {
+    ...base, route: 'cufile', directFd: -1, size, taskSize: taskSizeFor(s, size), devicePtr: bufferBase + BigInt(memOffset), device,
+    cufileHandle: handle, cufileBase: bufferBase, cufileBaseOffset: memOffset,
+  };
+}

@@ -1,0 +1,111 @@
+/**
+ * Per-file routing: whether a file's device I/O goes through cuFile or penstock's staged path,
+ * and why. The decision is made once per file (at its first device operation) and kept, with a
+ * plain-language reason for every fallback.
+ */
+import { native } from '../addon/binding.js';
+import type { CompatMode } from '../settings/config.js';
+import { CuFileError, PenstockError } from '../vocabulary/errors.js';
+import { compatModeOn, handleRefusalSentence } from '../vocabulary/reasons.js';
+import { cufileUnavailable } from '../addon/runtime.js';
+
+/** A fallback explained: a stable code and a sentence for people. */
+export interface RouteReason {
+  /** A stable code, e.g. `CUFILE_HANDLE_REFUSED`. */
+  code: string;
+  /** The reason in a sentence, with what to do about it. */
+  message: string;
+  /** cuFile's status name and number, when cuFile said no. */
+  cufileCode?: string;
+  /** cuFile's numeric status, where cuFile refused. */
+  cufileNumber?: number;
+}
+
+/** Where a file's device I/O goes. */
+export interface FileRoute {
+  /**
+   * `cufile`: registered with cuFile (whether cuFile then moves data directly is recorded per
+   * operation in the stats); `posix-device`: penstock's staged path; `undecided`: no device I/O yet.
+   */
+  device: 'cufile' | 'posix-device' | 'undecided';
+  /** The `compatMode` the file was opened under. */
+  compatMode: CompatMode;
+  /** Why the staged path is used, when it is. */
+  reason?: RouteReason;
+  /** Set when O_DIRECT was asked for but the file system refused it (buffered I/O is used). */
+  directIo?: RouteReason;
+  /** Set when the mapped route (the GPU copying from page-cache pages) was refused for this file. */
+  mapped?: RouteReason;
+  /** Set when this file's pages could not be kept registered (the `keptPagesMax` setting). */
+  keptPages?: RouteReason;
+}
+
+export class FileRouting {
+  #route: FileRoute;
+  #handle: number | undefined;
+
+  constructor(compatMode: CompatMode) {
+    this.#route =
+      compatMode === 'on'
+        ? {
+            device: 'posix-device',
+            compatMode,
+            reason: compatModeOn(),
+          }
+        : { device: 'undecided', compatMode };
+  }
+
+  get route(): FileRoute {
+    return { ...this.#route, ...(this.#route.reason ? { reason: { ...this.#route.reason } } : {}) };
+  }
+
+  get cufileHandle(): number | undefined {
+    return this.#handle;
+  }
+
+  /**
+   * Decides the file's device route on first use. In `'off'` mode any obstacle is thrown as an
+   * error; in `'auto'` it becomes the recorded reason for the staged path.
+   */
+  decide(fd: number): FileRoute {
+    if (this.#route.device !== 'undecided') {
+      if (this.#route.compatMode === 'off' && this.#route.device !== 'cufile') throw this.#requiredError();
+      return this.#route;
+    }
+    const unavailable = cufileUnavailable();
+    if (unavailable) {
+      this.#route = { device: 'posix-device', compatMode: this.#route.compatMode, reason: unavailable };
+    } else {
+      const r = native().cufileRegister(fd);
+      if (r.handle !== undefined) {
+        this.#handle = r.handle;
+        this.#route = { device: 'cufile', compatMode: this.#route.compatMode };
+      } else {
+        const code = r.error?.code ?? 'CU_FILE_ERROR';
+        const num = r.error?.number ?? 0;
+        this.#route = {
+          device: 'posix-device',
+          compatMode: this.#route.compatMode,
+          reason: { code: 'CUFILE_HANDLE_REFUSED', message: handleRefusalSentence(code, num), cufileCode: code, cufileNumber: num },
+        };
+      }
+    }
+    if (this.#route.compatMode === 'off' && this.#route.device !== 'cufile') throw this.#requiredError();
+    return this.#route;
+  }
+
+  #requiredError(): PenstockError {
+    const reason = this.#route.reason!;
+    const message = `compatMode is 'off' (cuFile required), but cuFile cannot be used for this file: ${reason.message}`;
+    if (reason.cufileCode) return new CuFileError(reason.cufileCode, reason.cufileNumber ?? 0, message, 'cuFileHandleRegister');
+    return new PenstockError('ERR_PENSTOCK_CUFILE_REQUIRED', message);
+  }
+
+  /** Releases the cuFile handle (before the descriptor closes). */
+  release(): void {
+    if (this.#handle !== undefined) {
+      native().cufileDeregister(this.#handle);
+      this.#handle = undefined;
+    }
+  }
+}

@@ -1,0 +1,317 @@
+#include "engine/device.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/live_operations.h"
+
+namespace penstock {
+
+namespace {
+// Never destroyed: pool workers read slots until the process is gone.
+std::mutex& g_mutex = *new std::mutex();
+std::map<int, DeviceState>& g_devices = *new std::map<int, DeviceState>();
+std::atomic<long long> g_pinned{0};
+
+struct Bounce {
+  char* data = nullptr;
+  size_t stride = 0;
+};
+
+ErrorRecord AllocBounce(size_t halfBytes, Bounce* out) {
+  void* p = nullptr;
+  // Portable: a bounce buffer of one device's slot may be copied from by any context.
+  size_t stride = halfBytes + 2 * 4096;
+  CUresult r = Cuda().MemHostAlloc(&p, 2 * stride, CU_MEMHOSTALLOC_PORTABLE);
+  if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuMemHostAlloc");
+  AddPinnedBytes(static_cast<long long>(2 * stride));
+  out->data = static_cast<char*>(p);
+  out->stride = stride;
+  return {};
+}
+
+void FreeBounce(const Bounce& b) {
+  if (!b.data) return;
+  Cuda().MemFreeHost(b.data);
+  AddPinnedBytes(-static_cast<long long>(2 * b.stride));
+}
+
+// Prefers memory of one NUMA node for this thread's allocations until destroyed. Raw syscalls,
+// so the addon needs no libnuma; failure (no NUMA, a kernel without it) just means no preference.
+class NumaPreference {
+ public:
+  explicit NumaPreference(int node) {
+    if (node < 0 || node >= 64) return;
+    unsigned long mask = 1UL << node;
+    constexpr int kMpolPreferred = 1;
+    active_ = syscall(SYS_set_mempolicy, kMpolPreferred, &mask, 64) == 0;
+  }
+  ~NumaPreference() {
+    if (active_) syscall(SYS_set_mempolicy, 0 /* MPOL_DEFAULT */, nullptr, 0);
+  }
+
+ private:
+  bool active_ = false;
+};
+}  // namespace
+
+void AddPinnedBytes(long long delta) { g_pinned += delta; }
+long long PinnedBytes() { return g_pinned.load(); }
+
+ContextGuard::ContextGuard(CUcontext ctx) {
+  const CudaApi& cu = Cuda();
+  if (cu.CtxGetCurrent(&previous_) != CUDA_SUCCESS) previous_ = nullptr;
+  if (previous_ != ctx) {
+    cu.CtxSetCurrent(ctx);
+    restore_ = true;
+  }
+}
+
+ContextGuard::~ContextGuard() {
+  if (restore_) Cuda().CtxSetCurrent(previous_);
+}
+
+ErrorRecord RequireCuda() {
+  const CudaState& s = CudaStatus();
+  if (s.initialized) return {};
+  if (!s.attempted)
+    return ErrorRecord::Misuse("ERR_PENSTOCK_NO_CUDA", "The CUDA driver has not been loaded");
+  if (!s.loaded)
+    return ErrorRecord::Misuse("ERR_PENSTOCK_NO_CUDA",
+                               "No usable CUDA driver (" + s.path + "): " + s.loadError);
+  return ErrorRecord::FromCuda(s.initResult, "cuInit");
+}
+
+ErrorRecord CheckOrdinal(int ordinal) {
+  ErrorRecord e = RequireCuda();
+  if (!e.ok()) return e;
+  if (ordinal < 0 || ordinal >= CudaStatus().deviceCount)
+    return ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_DEVICE",
+                               "No GPU with ordinal " + std::to_string(ordinal) + " (this machine has " +
+                                   std::to_string(CudaStatus().deviceCount) + ")");
+  return {};
+}
+
+ErrorRecord RetainContext(int ordinal, CUcontext* out) {
+  ErrorRecord e = CheckOrdinal(ordinal);
+  if (!e.ok()) return e;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  DeviceState& d = g_devices[ordinal];
+  if (!d.ctx) {
+    const CudaApi& cu = Cuda();
+    CUdevice dev;
+    CUresult r = cu.DeviceGet(&dev, ordinal);
+    if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuDeviceGet");
+    r = cu.DevicePrimaryCtxRetain(&d.ctx, dev);
+    if (r != CUDA_SUCCESS) {
+      d.ctx = nullptr;
+      return ErrorRecord::FromCuda(r, "cuDevicePrimaryCtxRetain");
+    }
+  }
+  *out = d.ctx;
+  return {};
+}
+
+// With g_mutex held and the device's context current: adds slots up to `workers`, each one
+// published only once it is complete.
+static ErrorRecord GrowSlots(DeviceState& d, int workers) {
+  const CudaApi& cu = Cuda();
+  NumaPreference numa(d.numaNode);
+  if (workers > kMaxWorkers) workers = kMaxWorkers;
+  for (int i = d.slotCount.load(); i < workers; ++i) {
+    auto slot = std::make_unique<WorkerSlot>();
+    CUresult r = cu.StreamCreate(&slot->stream, CU_STREAM_NON_BLOCKING);
+    if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuStreamCreate");
+    for (auto& ev : slot->events) {
+      r = cu.EventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+      if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuEventCreate");
+    }
+    Bounce b;
+    ErrorRecord e = AllocBounce(d.half, &b);
+    if (!e.ok()) return e;
+    slot->bounce = b.data;
+    slot->half = d.half;
+    slot->stride = b.stride;
+    d.slots[i].store(slot.release(), std::memory_order_release);
+    d.slotCount.store(i + 1, std::memory_order_release);
+  }
+  return {};
+}
+
+// With g_mutex held and the device's context current: `bytes` of pinned memory on the device's
+// NUMA node in place of `*buffer` (`*held` bytes). A failure leaves the old buffer (or none).
+static ErrorRecord ReplacePinned(const DeviceState& d, size_t bytes, char** buffer, size_t* held) {
+  void* p = nullptr;
+  ErrorRecord e;
+  {
+    NumaPreference numa(d.numaNode);
+    e = PENSTOCK_CUDA(MemHostAlloc, &p, bytes, CU_MEMHOSTALLOC_PORTABLE);
+  }
+  if (!e.ok()) return e;
+  if (*buffer) {
+    Cuda().MemFreeHost(*buffer);
+    AddPinnedBytes(-static_cast<long long>(*held));
+  }
+  AddPinnedBytes(static_cast<long long>(bytes));
+  *buffer = static_cast<char*>(p);
+  *held = bytes;
+  return {};
+}
+
+// With g_mutex held and the device's context current: inline staging of at least `bytes`
+// (0: none needed).
+static ErrorRecord GrowInline(DeviceState& d, size_t bytes) {
+  InlineStaging& in = d.inlineStaging;
+  std::lock_guard<std::mutex> use(in.mutex);
+  if (bytes <= in.bytes) return {};
+  if (!in.stream) {
+    ErrorRecord e = PENSTOCK_CUDA(StreamCreate, &in.stream, CU_STREAM_NON_BLOCKING);
+    if (!e.ok()) {
+      in.stream = nullptr;
+      return e;
+    }
+  }
+  return ReplacePinned(d, bytes, &in.buffer, &in.bytes);
+}
+
+bool GatherStage::TryTake(uint64_t size) {
+  if (size > bytes || busy.load(std::memory_order_relaxed)) return false;
+  return !busy.exchange(true, std::memory_order_acquire);
+}
+
+// With g_mutex held and the device's context current: a gather stage of at least `bytes` (0:
+// none needed). A stage in use is left as it is: the operation holding it keeps its buffer, and
+// the stage grows at a later call.
+static ErrorRecord GrowGather(DeviceState& d, size_t bytes) {
+  GatherStage& g = d.gather;
+  // Held while it is replaced, so no operation takes it half made; one holding it now keeps it.
+  if (bytes <= g.bytes || !g.TryTake(0)) return {};
+  ErrorRecord e;
+  for (CUstream& s : g.streams) {
+    if (s || !e.ok()) continue;
+    e = PENSTOCK_CUDA(StreamCreate, &s, CU_STREAM_NON_BLOCKING);
+    if (!e.ok()) s = nullptr;
+  }
+  if (e.ok()) e = ReplacePinned(d, bytes, &g.buffer, &g.bytes);
+  g.Give();
+  return e;
+}
+
+ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNode, size_t inlineBytes,
+                          size_t gatherBytes) {
+  CUcontext ctx;
+  ErrorRecord e = RetainContext(ordinal, &ctx);
+  if (!e.ok()) return e;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  DeviceState& d = g_devices[ordinal];
+  ContextGuard guard(ctx);
+  int count = d.slotCount.load();
+  if (count > 0 && (d.half != halfBytes || d.numaNode != numaNode)) {
+    // Another environment's operations may be staging through these buffers right now.
+    if (LiveOperations() > 0)
+      return ErrorRecord::Misuse("ERR_PENSTOCK_BUSY",
+                                 "The bounce buffers cannot be replaced while operations are in flight (in any thread)");
+    std::vector<Bounce> fresh(count);
+    {
+      NumaPreference numa(numaNode);
+      for (int i = 0; i < count; ++i) {
+        e = AllocBounce(halfBytes, &fresh[i]);
+        if (!e.ok()) {
+          for (auto& b : fresh) FreeBounce(b);
+          return e;  // the old buffers stay, and so does the size they carry
+        }
+      }
+    }
+    for (int i = 0; i < count; ++i) {
+      WorkerSlot* s = d.slots[i].load();
+      FreeBounce({s->bounce, s->stride});
+      s->bounce = fresh[i].data;
+      s->half = halfBytes;
+      s->stride = fresh[i].stride;
+    }
+  }
+  d.half = halfBytes;
+  d.numaNode = numaNode;
+  e = GrowSlots(d, workers);
+  if (!e.ok()) return e;
+  d.prepared = true;
+  e = GrowInline(d, inlineBytes);
+  return e.ok() ? GrowGather(d, gatherBytes) : e;
+}
+
+ErrorRecord GrowPreparedDevices(int workers) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (auto& [ordinal, d] : g_devices) {
+    if (!d.prepared || d.slotCount.load() >= workers) continue;
+    ContextGuard guard(d.ctx);
+    ErrorRecord e = GrowSlots(d, workers);
+    if (!e.ok()) return e;
+  }
+  return {};
+}
+
+WorkerSlot* DeviceState::Slot(int worker) const {
+  if (worker < 0 || worker >= slotCount.load(std::memory_order_acquire)) return nullptr;
+  WorkerSlot* s = slots[worker].load(std::memory_order_acquire);
+  return s && s->bounce && s->half > 0 ? s : nullptr;
+}
+
+DeviceState* PreparedDevice(int ordinal) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_devices.find(ordinal);
+  return it == g_devices.end() || !it->second.prepared ? nullptr : &it->second;
+}
+
+ErrorRecord DeviceAlloc(int ordinal, size_t size, CUdeviceptr* out) {
+  CUcontext ctx;
+  ErrorRecord e = RetainContext(ordinal, &ctx);
+  if (!e.ok()) return e;
+  ContextGuard guard(ctx);
+  CUresult r = Cuda().MemAlloc(out, size);
+  if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuMemAlloc");
+  return {};
+}
+
+ErrorRecord DeviceFree(int ordinal, CUdeviceptr ptr) {
+  CUcontext ctx;
+  ErrorRecord e = RetainContext(ordinal, &ctx);
+  if (!e.ok()) return e;
+  ContextGuard guard(ctx);
+  CUresult r = Cuda().MemFree(ptr);
+  if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuMemFree");
+  return {};
+}
+
+ErrorRecord QueryPointer(CUdeviceptr ptr, PointerInfo* out) {
+  ErrorRecord e = RequireCuda();
+  if (!e.ok()) return e;
+  const CudaApi& cu = Cuda();
+  unsigned memType = 0;
+  CUresult r = cu.PointerGetAttribute(&memType, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr);
+  if (r != CUDA_SUCCESS || memType != CU_MEMORYTYPE_DEVICE)
+    return ErrorRecord::Misuse("ERR_PENSTOCK_NOT_DEVICE_MEMORY",
+                               "The pointer is not CUDA device memory known to the driver");
+  int ordinal = -1;
+  r = cu.PointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr);
+  if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuPointerGetAttribute");
+  CUcontext ctx;
+  e = RetainContext(ordinal, &ctx);
+  if (!e.ok()) return e;
+  ContextGuard guard(ctx);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  r = cu.MemGetAddressRange(&base, &size, ptr);
+  if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuMemGetAddressRange");
+  out->device = ordinal;
+  out->base = base;
+  out->size = size;
+  return {};
+}
+
+}  // namespace penstock

@@ -1,0 +1,151 @@
+/**
+ * One vocabulary of routes and fallback reasons, shared by the runtime (which records why a
+ * file's device I/O was staged) and the doctor (which predicts it). Each code is defined here
+ * once, with the sentence that explains it, so that a prediction and a record of the same cause
+ * read alike.
+ */
+import type { CudaStatus, CuFileStatus, NativeErrorRecord } from './native-contract.js';
+
+/**
+ * - `gds`: cuFile moved the data by DMA between storage and GPU memory (cuFile's counters show
+ *   nvfs/p2p I/O and no POSIX I/O during the operation).
+ * - `cufile-compat`: cuFile accepted the file but staged through host memory itself.
+ * - `cufile-unknown`: cuFile carried the I/O, and whether it was direct cannot be known (no
+ *   statistics from this cuFile, or concurrent I/O of both kinds).
+ * - `posix-device`: penstock's staged path (pread into pinned buffers, copy to the GPU).
+ * - `mapped-device`: part of a warm staged read that the GPU copied straight out of the file's
+ *   page-cache pages (mapped read-only and registered with CUDA): no CPU copy, no storage DMA.
+ * - `posix-host`: parallel pread/pwrite straight into host memory.
+ */
+export type Route = 'gds' | 'cufile-compat' | 'cufile-unknown' | 'posix-device' | 'mapped-device' | 'posix-host';
+
+/** What each route means, in one phrase (the doctor's verdicts and `penstock info` use these). */
+export const ROUTE_MEANINGS: Readonly<Record<Route, string>> = {
+  gds: 'GPUDirect Storage, DMA between the drive and GPU memory',
+  'cufile-compat': 'cuFile accepts the file but stages it through host memory',
+  'cufile-unknown': 'cuFile carried the I/O; whether it was direct is not known',
+  'posix-device': "penstock's staged path through pinned host memory",
+  'mapped-device': "the GPU copies straight out of the file's page-cache pages",
+  'posix-host': 'host memory only (no GPU involved)',
+};
+
+/**
+ * How close a route is to the direct path (higher is closer): how the doctor tells a
+ * measurement that did better than predicted from one that did worse.
+ */
+export const ROUTE_RANK: Readonly<Record<Route, number>> = {
+  gds: 4, 'cufile-compat': 3, 'cufile-unknown': 3, 'mapped-device': 2, 'posix-device': 1, 'posix-host': 0,
+};
+
+/** Reason codes for a file's device I/O not going through cuFile, each with its meaning. */
+export const ROUTE_REASON_CODES = {
+  COMPAT_MODE_ON: "penstock's compatMode is 'on': cuFile is never used",
+  CUFILE_NOT_LOADED: 'libcufile could not be loaded',
+  NO_CUDA: 'no usable CUDA driver or GPU',
+  CUFILE_DRIVER_OPEN_FAILED: 'cuFileDriverOpen failed',
+  CUFILE_HANDLE_REFUSED: 'cuFileHandleRegister refused the file',
+} as const;
+
+export type RouteReasonCode = keyof typeof ROUTE_REASON_CODES;
+
+/** A reason: its code and the sentence to act on. */
+export interface Reason {
+  code: string;
+  message: string;
+}
+
+/** A sentence saying why device memory cannot be used, or undefined when it can. */
+export function cudaProblem(s: CudaStatus): string | undefined {
+  if (!s.loaded) return `the CUDA driver library (${s.path}) could not be loaded: ${s.error ?? 'unknown error'}`;
+  if (!s.initialized) return `cuInit failed with ${s.initError?.code ?? 'an error'}: ${s.initError?.message ?? ''}`.trim();
+  if (!s.deviceCount) return 'the CUDA driver reports no GPU';
+  return undefined;
+}
+
+/** compatMode 'on': the runtime's record and the doctor's prediction. */
+export function compatModeOn(): Reason {
+  return {
+    code: 'COMPAT_MODE_ON',
+    message: "compatMode is 'on' (PENSTOCK_COMPAT_MODE=on or configure()): cuFile is never used, device I/O is staged through pinned host memory; unset it to let cuFile take files.",
+  };
+}
+
+/** Why cuFile cannot be used at all, from its status and the CUDA problem (if any). */
+export function cufileUnavailableReason(s: CuFileStatus, cuda: string | undefined): Reason | undefined {
+  if (!s.loaded) {
+    const urcu = /liburcu/.test(s.error ?? '');
+    return {
+      code: 'CUFILE_NOT_LOADED',
+      message: `cuFile (${s.path}) could not be loaded: ${s.error ?? 'unknown error'}. ${urcu
+        ? 'libcufile needs the userspace RCU library: install liburcu (e.g. apt-get install liburcu8).'
+        : "Install NVIDIA's GPUDirect Storage package (libcufile) or point PENSTOCK_CUFILE_LIBRARY at it."}`,
+    };
+  }
+  if (cuda) return { code: 'NO_CUDA', message: `cuFile needs a usable GPU: ${cuda}` };
+  if (!s.driverOpen)
+    return {
+      code: 'CUFILE_DRIVER_OPEN_FAILED',
+      message: `cuFileDriverOpen failed with ${s.driverError?.code ?? 'an error'} (${s.driverError?.number ?? '?'}); read cufile.log (or run "penstock doctor --probe") for cuFile's own reason.`,
+    };
+  return undefined;
+}
+
+/**
+ * Why a batch's reads went by one pread each instead of through io_uring, from the error the
+ * addon met setting up or entering a ring.
+ */
+export function ringFallbackReason(error: NativeErrorRecord): Reason {
+  return {
+    code: 'IO_URING_UNAVAILABLE',
+    message:
+      `io_uring could not be used (${error.code}: ${error.message}), so the batch's reads went by one pread each, ` +
+      'which costs more per range. Kernels before 5.6, seccomp profiles that block io_uring (containers often do), ' +
+      'the kernel.io_uring_disabled sysctl and a low RLIMIT_MEMLOCK on old kernels turn it off.',
+  };
+}
+
+/**
+ * Why a batch's copies to the GPU went one call each where its ranges lay apart there: the
+ * driver has no call that takes many.
+ */
+export function copyBatchFallbackReason(fills: number): Reason {
+  return {
+    code: 'COPY_BATCH_UNAVAILABLE',
+    message:
+      `The CUDA driver has no cuMemcpyBatchAsync (drivers for CUDA 12.8 and later have it), so ${fills} fill${fills === 1 ? '' : 's'} ` +
+      'of staging whose ranges lie apart on the GPU were copied one call per range, which the driver serialises ' +
+      '(about 0.4 M copies/s on an H200, against 1.6–2 M/s in batches). A newer driver, or targets packed so that ' +
+      'each range lands right after the one before it on the GPU, avoid it.',
+  };
+}
+
+/** The sentence for a cuFileHandleRegister refusal, by cuFile's status number. */
+export function handleRefusalSentence(code: string, num: number): string {
+  switch (num) {
+    case 5027:
+      return (
+        `cuFile refused to register this file (${code}, ${num}). cuFile does this when it cannot read the ` +
+        `block device's udev properties (ID_FS_USAGE, ID_FS_TYPE): a container or VM without /run/udev, or a ` +
+        `device udev knows nothing of. It also does it for file systems and devices it does not support. ` +
+        `Run "penstock doctor <file>" for this file's details.`
+      );
+    case 5019:
+      return `cuFile refused the file's open flags (${code}, ${num}): O_APPEND, O_NONBLOCK, O_NOATIME and O_TMPFILE are not supported.`;
+    case 5018:
+      return `cuFile does not support this kind of file (${code}, ${num}); only regular files on supported file systems.`;
+    case 5034:
+      return `I/O to this file system is disabled in cuFile's configuration (denylisted) (${code}, ${num}).`;
+    default:
+      return `cuFileHandleRegister failed with ${code} (${num}); see cufile.log and "penstock doctor <file>".`;
+  }
+}
+
+/**
+ * The words accepted as a boolean in environment variables (penstock's and cuFile's):
+ * true, false, or undefined for anything else.
+ */
+export function parseBooleanWord(v: string): boolean | undefined {
+  if (/^(1|true|yes|on)$/i.test(v)) return true;
+  if (/^(0|false|no|off)$/i.test(v)) return false;
+  return undefined;
+}
