@@ -34,6 +34,8 @@
         "src/native/js/io_bindings.cc",
         "src/native/js/memory_bindings.cc",
         "src/native/js/ipc_bindings.cc",
+        "src/native/js/driver_bindings.cc",
+        "src/native/js/background_work.cc",
         "src/native/js/kept_bindings.cc",
         "src/native/js/inline_read_bindings.cc",
         "src/native/sys/error_record.cc",

@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import { repoRoot } from './helpers.js';
 
 /** The floors, bottom first. A file directly under src/ is on the top floor (the face). */
-const FLOORS = ['vocabulary', 'settings', 'plan', 'addon', 'memory', 'engine', 'sources', 'formats', 'tensors', 'ipc', 'serve', 'doctor', 'cli', '(face)'];
+const FLOORS = ['vocabulary', 'settings', 'system', 'plan', 'addon', 'memory', 'engine', 'sources', 'formats', 'tensors', 'ipc', 'serve', 'doctor', 'cli', '(face)'];
 
 function filesUnder(dir: string, ext: RegExp): string[] {
   const out: string[] = [];

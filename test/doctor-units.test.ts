@@ -9,12 +9,12 @@ import { describe, test } from 'node:test';
 import { repoRoot, tmpDir } from './helpers.js';
 import { BASE, FACTS, tree } from './doctor-trees.js';
 import { diagnose, type PlatformFacts } from '../src/doctor/index.js';
-import { stripJsonComments } from '../src/doctor/cufile-json.js';
+import { stripJsonComments } from '../src/system/cufile-json.js';
 import { findMount, parseMounts } from '../src/doctor/paths.js';
 import { normalizeBdf, relation, type PciLocation } from '../src/doctor/pci.js';
 import { decodeBackends, formatVersion } from '../src/doctor/platform.js';
 import { ioUringCheck } from '../src/doctor/io-uring.js';
-import { SysRoot } from '../src/doctor/sysfs.js';
+import { SysRoot } from '../src/system/sysfs.js';
 
 describe('cufile.json comments', () => {
   test('comments go; slashes and quotes inside strings stay', () => {

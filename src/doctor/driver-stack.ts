@@ -5,8 +5,8 @@
  * settings that change a file's path (deny lists, POSIX thresholds, RDMA addresses, pinning).
  */
 import { formatSize } from '../settings/config.js';
-import type { CuFileConfig } from './cufile-json.js';
-import type { SysRoot } from './sysfs.js';
+import type { CuFileConfig } from '../system/cufile-json.js';
+import type { SysRoot } from '../system/sysfs.js';
 import type { Check, GpuState, PlatformFacts } from './types.js';
 
 /** The CUDA driver release P2PDMA needs (CUDA 12.8, driver branch 570), as the sentences say. */

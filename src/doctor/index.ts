@@ -11,7 +11,7 @@ import { inspectPlatform } from './platform.js';
 import { predict, verdictLine } from './predict.js';
 import { predictShape, shapeLine } from './shape.js';
 import { judgeProbe, runProbe } from './probe.js';
-import { SysRoot } from './sysfs.js';
+import { SysRoot } from '../system/sysfs.js';
 import { ROUTE_RANK } from '../vocabulary/reasons.js';
 import { checkLength } from '../vocabulary/validate.js';
 import type { Route } from '../engine/stats.js';

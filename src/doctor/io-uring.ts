@@ -4,7 +4,7 @@
  * runtimes' default profiles often refuse io_uring). Where a ring cannot be had, batches still
  * work, a pread per read, and their record says why; this check says it before.
  */
-import type { SysRoot } from './sysfs.js';
+import type { SysRoot } from '../system/sysfs.js';
 import type { Check } from './types.js';
 
 /** The first kernel with the ring operation penstock uses (IORING_OP_READ). */

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { acsOf, bridgePath, locate, relation, type AcsState, type PcieRelation, type PciLocation } from './pci.js';
-import type { SysRoot } from './sysfs.js';
+import type { SysRoot } from '../system/sysfs.js';
 import type { GpuState } from './types.js';
 
 export interface MountEntry {

@@ -2,7 +2,7 @@
  * PCIe facts from sysfs: where a device hangs in the tree, how far apart two devices are, the
  * GPU's BAR1 and the ACS setting of the bridges in between.
  */
-import type { SysRoot } from './sysfs.js';
+import type { SysRoot } from '../system/sysfs.js';
 
 const BDF = /^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$/;
 const HOST_BRIDGE = /^pci[0-9a-f]{4}:[0-9a-f]{2}$/;

@@ -6,10 +6,10 @@ import zlib from 'node:zlib';
 import { defaults, formatSize, fromEnvironment, type CompatMode } from '../settings/config.js';
 import { cudaProblem as describeCudaProblem, cufileUnavailableReason, compatModeOn } from '../vocabulary/reasons.js';
 import { cufileSettingsCheck, driverStackChecks, nvidiaKernelModule, p2pdmaReadiness } from './driver-stack.js';
-import { envFlag, readCuFileConfig, type CuFileConfig } from './cufile-json.js';
+import { envFlag, readCuFileConfig, type CuFileConfig } from '../system/cufile-json.js';
 import { ioUringCheck } from './io-uring.js';
 import { bar1Bytes, locate, normalizeBdf, pciDevicePath } from './pci.js';
-import type { SysRoot } from './sysfs.js';
+import type { SysRoot } from '../system/sysfs.js';
 import type { Check, GpuState, PlatformFacts, PlatformState } from './types.js';
 
 const BACKENDS: [number, string][] = [

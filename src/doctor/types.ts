@@ -5,7 +5,7 @@
 import type { CompatMode } from '../settings/config.js';
 import type { CudaStatus, CuFileStatus, NativeDeviceInfo } from '../vocabulary/native-contract.js';
 import type { Route, RouteCounters } from '../engine/stats.js';
-import type { CuFileConfig } from './cufile-json.js';
+import type { CuFileConfig } from '../system/cufile-json.js';
 
 /** `pass` ✓, `fail` ✗ (stands in the way), `warn` ! (works, but worse or unverified), `info` · (a fact). */
 export type CheckStatus = 'pass' | 'fail' | 'warn' | 'info';

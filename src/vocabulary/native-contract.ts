@@ -95,6 +95,8 @@ export interface CuFileStatus extends LibraryStatus {
   version?: number;
   /** Whether `cuFileDriverOpen` succeeded, so direct (GDS) reads can be tried. */
   driverOpen: boolean;
+  /** Present (true) while the driver is being opened on a background thread. */
+  driverOpening?: boolean;
   /** Why the driver did not open; present only when opening was tried and failed. */
   driverError?: NativeErrorRecord;
   /** The driver's properties; present once the driver opened and reported them. */
@@ -287,10 +289,14 @@ export interface NativeAddon {
   setThreads(n: number, spinNs: number, spinners: number): void;
   poolInfo(): { threads: number };
   cudaLoad(path: string): CudaStatus;
+  /** Loads the driver and retains `ordinal`'s primary context on a background thread. */
+  cudaWarmup(path: string, ordinal: number): Promise<void>;
   cudaStatus(): CudaStatus;
   deviceInfo(ordinal: number): NativeDeviceInfo;
   /** Retains the primary context and allocates bounce buffers for the current pool size. */
   devicePrepare(ordinal: number, bounceBytes: number, numaNode: number, inlineBytes: number, gatherBytes: number): void;
+  /** Allocates, on a background thread, the first `slots` workers' bounce buffers and the gather stage. */
+  deviceFill(ordinal: number, slots: number): Promise<void>;
   deviceAlloc(ordinal: number, size: number): bigint;
   deviceFree(ordinal: number, ptr: bigint): void;
   /** Owning device, base and size of a device allocation, or throws for a non-device pointer. */
@@ -306,6 +312,8 @@ export interface NativeAddon {
   cufileStatus(): CuFileStatus;
   /** Opens the cuFile driver (device `ordinal`'s context current), switching on stats first. */
   cufileDriverOpen(ordinal: number): CuFileStatus;
+  /** Opens cuFile's driver on a background thread; the status then tells how it went. */
+  cufileDriverOpenAsync(ordinal: number): Promise<void>;
   cufileRegister(fd: number): { handle?: number; error?: NativeErrorRecord };
   cufileDeregister(handle: number): void;
   cufileStats(): CuFileGpuCounters[] | null;
@@ -384,9 +392,9 @@ export type NativeFieldPresence<T> = { [K in keyof T]-?: undefined extends T[K] 
  * that the contract test compares with the loaded addon.
  */
 export const NATIVE_FUNCTIONS = [
-  'setThreads', 'poolInfo', 'cudaLoad', 'cudaStatus', 'deviceInfo', 'devicePrepare', 'deviceAlloc', 'deviceFree',
+  'setThreads', 'poolInfo', 'cudaLoad', 'cudaWarmup', 'cudaStatus', 'deviceInfo', 'devicePrepare', 'deviceFill', 'deviceAlloc', 'deviceFree',
   'pointerInfo', 'memGetInfo', 'copyHostToDevice', 'copyDeviceToHost', 'pinnedAlloc', 'pinnedFree', 'pinnedBytes',
-  'cufileLoad', 'cufileStatus', 'cufileDriverOpen', 'cufileRegister', 'cufileDeregister', 'cufileStats', 'submit',
+  'cufileLoad', 'cufileStatus', 'cufileDriverOpen', 'cufileDriverOpenAsync', 'cufileRegister', 'cufileDeregister', 'cufileStats', 'submit',
   'inflight', 'residency', 'dropCache', 'ipcStatus', 'ipcProcessId', 'ipcPointerFacts', 'ipcGetMemHandle',
   'ipcOpenMemHandle', 'ipcCloseMemHandle', 'deviceByPciBusId', 'submitBatch', 'readCached', 'readCachedToDevice',
   'readKept', 'submitKept', 'keptRelease', 'keptBytes',
@@ -409,7 +417,7 @@ export const NATIVE_RESULT_FIELDS = {
   } satisfies NativeFieldPresence<CudaStatus>,
   cufileStatus: {
     loaded: 'required', path: 'required', resolvedPath: 'optional', error: 'optional', missing: 'optional',
-    version: 'optional', driverOpen: 'required', driverError: 'optional', props: 'optional', statsLevel: 'required', statsError: 'optional',
+    version: 'optional', driverOpen: 'required', driverOpening: 'optional', driverError: 'optional', props: 'optional', statsLevel: 'required', statsError: 'optional',
   } satisfies NativeFieldPresence<CuFileStatus>,
   cufileDriverProps: {
     nvfsMajor: 'required', nvfsMinor: 'required', pollThresholdKiB: 'required', maxDirectIoKiB: 'required', dstatusflags: 'required',

@@ -44,6 +44,9 @@ export const ROUTE_REASON_CODES = {
   NO_CUDA: 'no usable CUDA driver or GPU',
   CUFILE_DRIVER_OPEN_FAILED: 'cuFileDriverOpen failed',
   CUFILE_HANDLE_REFUSED: 'cuFileHandleRegister refused the file',
+  CUFILE_NO_DIRECT_PATH: "cuFile's driver was not opened: neither nvidia-fs nor PCI P2PDMA gives it a direct path here",
+  CUFILE_COMPAT_FORCED: "cuFile's driver was not opened: its configuration forces compat mode (staging through host memory)",
+  CUFILE_OPENING: "cuFile's driver was still opening in the background: the operation was staged",
 } as const;
 
 export type RouteReasonCode = keyof typeof ROUTE_REASON_CODES;
@@ -67,6 +70,44 @@ export function compatModeOn(): Reason {
   return {
     code: 'COMPAT_MODE_ON',
     message: "compatMode is 'on' (PENSTOCK_COMPAT_MODE=on or configure()): cuFile is never used, device I/O is staged through pinned host memory; unset it to let cuFile take files.",
+  };
+}
+
+/** The cost of cuFile's driver open that penstock saves where it cannot pay back (measured on an H200 machine). */
+const DRIVER_OPEN_COST = 'about 0.4 s';
+
+/**
+ * Neither nvidia-fs nor PCI P2PDMA: cuFile would accept files at best in compat mode, staging
+ * through host memory, which penstock's own staged path does faster; its driver is not opened.
+ */
+export function cufileNoDirectPath(config: { path: string; found: boolean }): Reason {
+  return {
+    code: 'CUFILE_NO_DIRECT_PATH',
+    message:
+      `cuFile's driver was not opened: nvidia-fs is not loaded (no /proc/driver/nvidia-fs/devcount) and PCI P2PDMA is not enabled ` +
+      `(properties.use_pci_p2pdma in ${config.path}${config.found ? '' : ', which does not exist'}), so cuFile could only stage through host memory, ` +
+      `which penstock's staged path does faster; opening it would cost ${DRIVER_OPEN_COST}. Load nvidia-fs or enable P2PDMA for GPUDirect Storage, ` +
+      `or set compatMode 'off' to require cuFile.`,
+  };
+}
+
+/** cuFile's configuration forces compat mode: its driver is not opened. */
+export function cufileCompatForced(what: string): Reason {
+  return {
+    code: 'CUFILE_COMPAT_FORCED',
+    message:
+      `cuFile's driver was not opened: ${what} forces cuFile's compat mode, in which it stages through host memory, ` +
+      `which penstock's staged path does faster; opening it would cost ${DRIVER_OPEN_COST}. Remove the setting for GPUDirect Storage.`,
+  };
+}
+
+/** The background open of cuFile's driver had not finished when the operation started. */
+export function cufileOpening(): Reason {
+  return {
+    code: 'CUFILE_OPENING',
+    message:
+      "cuFile's driver was still opening in the background when this operation started, so it was staged through pinned host memory; " +
+      'operations that start once the driver is open go to cuFile.',
   };
 }
 

@@ -21,15 +21,6 @@
 
 namespace penstock {
 
-namespace {
-
-// The calling worker's bounce buffer and stream for a prepared device (nullptr if it has none).
-WorkerSlot* SlotFor(DeviceState* d, int worker) {
-  return d ? d->Slot(worker) : nullptr;
-}
-
-}  // namespace
-
 void BatchOp::Start() {
   timeline_.Started();
   remaining_ = tasks.size();
@@ -224,8 +215,8 @@ ErrorRecord BatchOp::HostTask(const Task& t) {
 ErrorRecord BatchOp::DeviceTask(const Task& t) {
   int ordinal = t.device;
   DeviceState* d = PreparedDevice(ordinal);
-  WorkerSlot* slot = SlotFor(d, ThreadPool::WorkerIndex());
-  if (!slot) return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared for this worker");
+  WorkerSlot* slot = nullptr;
+  if (ErrorRecord e = ReadySlot(d, ThreadPool::WorkerIndex(), &slot); !e.ok()) return e;
   // The bounce halves are this task's until it returns: settle what the worker's staged reads
   // left in flight in them first, and leave nothing in flight after.
   FlushWorkerPipes();

@@ -3,6 +3,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -118,11 +119,10 @@ ErrorRecord RetainContext(int ordinal, CUcontext* out) {
   return {};
 }
 
-// With g_mutex held and the device's context current: adds slots up to `workers`, each one
-// published only once it is complete.
+// With g_mutex held and the device's context current: adds slots up to `workers` (streams and
+// events; their bounce buffers come later), each one published only once it is complete.
 static ErrorRecord GrowSlots(DeviceState& d, int workers) {
   const CudaApi& cu = Cuda();
-  NumaPreference numa(d.numaNode);
   if (workers > kMaxWorkers) workers = kMaxWorkers;
   for (int i = d.slotCount.load(); i < workers; ++i) {
     auto slot = std::make_unique<WorkerSlot>();
@@ -132,15 +132,29 @@ static ErrorRecord GrowSlots(DeviceState& d, int workers) {
       r = cu.EventCreate(&ev, CU_EVENT_DISABLE_TIMING);
       if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuEventCreate");
     }
-    Bounce b;
-    ErrorRecord e = AllocBounce(d.half, &b);
-    if (!e.ok()) return e;
-    slot->bounce = b.data;
-    slot->half = d.half;
-    slot->stride = b.stride;
     d.slots[i].store(slot.release(), std::memory_order_release);
     d.slotCount.store(i + 1, std::memory_order_release);
   }
+  return {};
+}
+
+// The slot's bounce buffer of the device's size, allocated now if it has none (or one of another
+// size, which only a PrepareDevice with no operation in flight leaves behind).
+static ErrorRecord EnsureBounce(DeviceState& d, WorkerSlot& s) {
+  size_t half = d.half.load(std::memory_order_acquire);
+  std::lock_guard<std::mutex> lock(s.bounceMutex);
+  if (s.bounce && s.half == half) return {};
+  ContextGuard guard(d.ctx);
+  Bounce b;
+  {
+    NumaPreference numa(d.numaNode);
+    ErrorRecord e = AllocBounce(half, &b);
+    if (!e.ok()) return e;
+  }
+  FreeBounce({s.bounce, s.stride});
+  s.bounce = b.data;
+  s.half = half;
+  s.stride = b.stride;
   return {};
 }
 
@@ -185,8 +199,8 @@ bool GatherStage::TryTake(uint64_t size) {
   return !busy.exchange(true, std::memory_order_acquire);
 }
 
-// With g_mutex held and the device's context current: a gather stage of at least `bytes` (0:
-// none needed). A stage in use is left as it is: the operation holding it keeps its buffer, and
+// With the device's context current: a gather stage of at least `bytes` (0: none needed),
+// replaced while it is held (TryTake), so no operation takes it half made. A stage in use is left as it is: the operation holding it keeps its buffer, and
 // the stage grows at a later call.
 static ErrorRecord GrowGather(DeviceState& d, size_t bytes) {
   GatherStage& g = d.gather;
@@ -211,44 +225,51 @@ ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNo
   std::lock_guard<std::mutex> lock(g_mutex);
   DeviceState& d = g_devices[ordinal];
   ContextGuard guard(ctx);
-  int count = d.slotCount.load();
-  if (count > 0 && (d.half != halfBytes || d.numaNode != numaNode)) {
+  if (d.slotCount.load() > 0 && (d.half.load() != halfBytes || d.numaNode != numaNode)) {
     // Another environment's operations may be staging through these buffers right now.
     if (LiveOperations() > 0)
       return ErrorRecord::Misuse("ERR_PENSTOCK_BUSY",
                                  "The bounce buffers cannot be replaced while operations are in flight (in any thread)");
-    std::vector<Bounce> fresh(count);
-    {
-      NumaPreference numa(numaNode);
-      for (int i = 0; i < count; ++i) {
-        e = AllocBounce(halfBytes, &fresh[i]);
-        if (!e.ok()) {
-          for (auto& b : fresh) FreeBounce(b);
-          return e;  // the old buffers stay, and so does the size they carry
-        }
-      }
-    }
-    for (int i = 0; i < count; ++i) {
+    for (int i = 0; i < d.slotCount.load(); ++i) {
       WorkerSlot* s = d.slots[i].load();
+      std::lock_guard<std::mutex> slotLock(s->bounceMutex);
       FreeBounce({s->bounce, s->stride});
-      s->bounce = fresh[i].data;
-      s->half = halfBytes;
-      s->stride = fresh[i].stride;
+      s->bounce = nullptr;
+      s->half = 0;
     }
   }
-  d.half = halfBytes;
+  d.half.store(halfBytes, std::memory_order_release);
   d.numaNode = numaNode;
+  d.gatherWanted = std::max(d.gatherWanted, gatherBytes);
   e = GrowSlots(d, workers);
   if (!e.ok()) return e;
-  d.prepared = true;
+  // Small (a megabyte): reads on the calling thread use it from the first one on.
   e = GrowInline(d, inlineBytes);
-  return e.ok() ? GrowGather(d, gatherBytes) : e;
+  if (!e.ok()) return e;
+  d.prepared.store(true, std::memory_order_release);
+  return {};
+}
+
+ErrorRecord FillDevice(int ordinal, int slots) {
+  DeviceState* d = PreparedDevice(ordinal);
+  if (!d) return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared");
+  for (int i = 0; i < std::min(slots, d->slotCount.load(std::memory_order_acquire)); ++i) {
+    ErrorRecord e = EnsureBounce(*d, *d->slots[i].load(std::memory_order_acquire));
+    if (!e.ok()) return e;
+  }
+  size_t gather;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    gather = d->gatherWanted;
+  }
+  ContextGuard guard(d->ctx);
+  return GrowGather(*d, gather);
 }
 
 ErrorRecord GrowPreparedDevices(int workers) {
   std::lock_guard<std::mutex> lock(g_mutex);
   for (auto& [ordinal, d] : g_devices) {
-    if (!d.prepared || d.slotCount.load() >= workers) continue;
+    if (!d.prepared.load() || d.slotCount.load() >= workers) continue;
     ContextGuard guard(d.ctx);
     ErrorRecord e = GrowSlots(d, workers);
     if (!e.ok()) return e;
@@ -258,14 +279,22 @@ ErrorRecord GrowPreparedDevices(int workers) {
 
 WorkerSlot* DeviceState::Slot(int worker) const {
   if (worker < 0 || worker >= slotCount.load(std::memory_order_acquire)) return nullptr;
-  WorkerSlot* s = slots[worker].load(std::memory_order_acquire);
-  return s && s->bounce && s->half > 0 ? s : nullptr;
+  return slots[worker].load(std::memory_order_acquire);
+}
+
+ErrorRecord ReadySlot(DeviceState* d, int worker, WorkerSlot** out) {
+  WorkerSlot* s = d ? d->Slot(worker) : nullptr;
+  if (!s) return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared for this worker");
+  ErrorRecord e = EnsureBounce(*d, *s);
+  if (!e.ok()) return e;
+  *out = s;
+  return {};
 }
 
 DeviceState* PreparedDevice(int ordinal) {
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_devices.find(ordinal);
-  return it == g_devices.end() || !it->second.prepared ? nullptr : &it->second;
+  return it == g_devices.end() || !it->second.prepared.load(std::memory_order_acquire) ? nullptr : &it->second;
 }
 
 ErrorRecord DeviceAlloc(int ordinal, size_t size, CUdeviceptr* out) {

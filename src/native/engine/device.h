@@ -1,7 +1,9 @@
 // Per-GPU state: the primary context, and for each pool worker a pinned bounce buffer (two
 // halves, so a pread into one overlaps the copy out of the other), a stream and two events.
-// Allocated up front when a device is first prepared, so the first read of a process runs at
-// full speed instead of paying for pinned allocations mid-read.
+// Preparing a device makes the slots (streams and events: cheap) at once; the pinned memory,
+// which costs about 5 ms per 8 MiB and is serialised in the driver, is filled in on another
+// thread (FillDevice), while a worker that needs its own buffer first allocates it then: a
+// first load starts moving data with the first buffers instead of after all of them.
 #pragma once
 #include <cstddef>
 #include <atomic>
@@ -14,6 +16,7 @@
 namespace penstock {
 
 struct WorkerSlot {
+  std::mutex bounceMutex;  // held while the bounce buffer is allocated or replaced
   char* bounce = nullptr;  // two halves, `stride` bytes apart, page aligned
   size_t half = 0;         // bytes of data a half carries
   // Each half has two pages of slack past `half`, so an O_DIRECT piece of a full half, widened
@@ -59,18 +62,23 @@ struct GatherStage {
 // Slots are published one by one and never move or go away (workers keep pointers to them), so
 // a worker reads its slot without a lock while another thread grows the set for a larger pool.
 struct DeviceState {
-  bool prepared = false;
+  std::atomic<bool> prepared{false};
   CUcontext ctx = nullptr;
   std::atomic<WorkerSlot*> slots[kMaxWorkers] = {};
   std::atomic<int> slotCount{0};
-  size_t half = 0;
+  std::atomic<size_t> half{0};
   int numaNode = -1;
+  size_t gatherWanted = 0;  // the gather stage FillDevice gives the device
   InlineStaging inlineStaging;
   GatherStage gather;
   IssueLane issue;
   // The calling worker's slot, or null where it has none (never for a prepared pool's worker).
+  // Its stream and events are ready; its bounce buffer may not be yet (ReadySlot).
   WorkerSlot* Slot(int worker) const;
 };
+
+// The calling worker's slot with its bounce buffer, allocated now if it is not yet.
+ErrorRecord ReadySlot(DeviceState* d, int worker, WorkerSlot** out);
 
 // Restores the calling thread's previous context on scope exit, so penstock never leaves its own
 // context current under another CUDA user on the main thread.
@@ -90,15 +98,18 @@ ErrorRecord RequireCuda();
 ErrorRecord CheckOrdinal(int ordinal);
 // Retains the primary context of `ordinal`; idempotent.
 ErrorRecord RetainContext(int ordinal, CUcontext* out);
-// Ensures `workers` slots with bounce halves of `halfBytes` each; grows or regrows as needed.
-// Bounce buffers are placed on `numaNode` (the GPU's, from sysfs) when it is >= 0, so staging
-// copies cross no socket link. A new size is all or nothing: the new buffers are allocated
-// before the old ones go, so a failure leaves the device as it was. It is refused with
-// ERR_PENSTOCK_BUSY while operations of any environment are in flight. Then gives the device
-// inline staging of at least `inlineBytes` and a gather stage of at least `gatherBytes` (0: none
-// needed); a gather stage in use is left as it is, and grows at a later call.
+// Ensures `workers` slots whose bounce halves are to be `halfBytes` each, and inline staging of
+// at least `inlineBytes`. Bounce buffers are placed on `numaNode` (the GPU's, from sysfs) when it
+// is >= 0, so staging copies cross no socket link. A new size drops the old buffers (each is
+// allocated again at its next use, or by FillDevice); it is refused with ERR_PENSTOCK_BUSY while
+// operations of any environment are in flight. `gatherBytes`: the gather stage FillDevice gives
+// the device (0: none needed).
 ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNode, size_t inlineBytes,
                           size_t gatherBytes);
+// Allocates what PrepareDevice left for later: the bounce buffers of the first `slots` slots (the
+// workers a planned transfer will keep busy; the others allocate theirs at first use), then the
+// gather stage (a stage in use is left as it is, and grows at a later call). Any thread.
+ErrorRecord FillDevice(int ordinal, int slots);
 // Gives every prepared device a slot for each of `workers` workers (before the pool grows).
 ErrorRecord GrowPreparedDevices(int workers);
 DeviceState* PreparedDevice(int ordinal);

@@ -109,8 +109,8 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
   int refused = 0;  // errno of an O_DIRECT refusal that buffered I/O covered
   DeviceState* d = PreparedDevice(spec_.device);
   int w = ThreadPool::WorkerIndex();
-  WorkerSlot* slot = d ? d->Slot(w) : nullptr;
-  if (!slot) return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared for this worker");
+  WorkerSlot* slot = nullptr;
+  if (ErrorRecord e = ReadySlot(d, w, &slot); !e.ok()) return e;
   if (spec_.device >= kMaxPipes)
     return ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_DEVICE", "GPU ordinal past penstock's limit of 64");
   Pipe& pipe = WorkerPipe(spec_.device);
@@ -185,8 +185,8 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
   int refused = 0;  // errno of an O_DIRECT refusal that buffered I/O covered
   DeviceState* d = PreparedDevice(spec_.device);
   int w = ThreadPool::WorkerIndex();
-  WorkerSlot* slot = d ? d->Slot(w) : nullptr;
-  if (!slot) return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared for this worker");
+  WorkerSlot* slot = nullptr;
+  if (ErrorRecord e = ReadySlot(d, w, &slot); !e.ok()) return e;
   WorkerSlot& s = *slot;
   const CudaApi& cu = Cuda();
   cu.CtxSetCurrent(d->ctx);

@@ -41,6 +41,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   ThreadPool::Instance().SetIdleHook(&FlushWorkerPipes);
   RegisterMemory(env, exports);
   RegisterIo(env, exports);
+  RegisterDrivers(env, exports);
   RegisterIpc(env, exports);
   RegisterInlineRead(env, exports);
   RegisterKept(env, exports);

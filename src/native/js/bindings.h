@@ -7,6 +7,7 @@
 
 #include "engine/issued_copy.h"
 #include "engine/op_spec.h"
+#include "sys/cufile_api.h"
 
 namespace penstock {
 
@@ -31,6 +32,9 @@ Napi::Object StartOperation(Napi::Env env, const OpSpec& spec, Napi::Value keep,
 
 void RegisterMemory(Napi::Env env, Napi::Object exports);
 void RegisterIo(Napi::Env env, Napi::Object exports);
+void RegisterDrivers(Napi::Env env, Napi::Object exports);
+// The cuFile handle registered under `id` (cufileRegister), or false.
+bool FindCuFileHandle(int id, CUfileHandle_t* out);
 void RegisterIpc(Napi::Env env, Napi::Object exports);
 void RegisterKept(Napi::Env env, Napi::Object exports);
 void RegisterInlineRead(Napi::Env env, Napi::Object exports);

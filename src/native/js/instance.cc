@@ -21,7 +21,9 @@ void OnExit() {
     std::lock_guard<std::mutex> lock(g_registryMutex);
     for (Instance* i : g_instances) i->CancelAll();
   }
-  // Running tasks finish their current pread or copy; a stuck device does not hold exit forever.
+  RefuseBackgroundWork();
+  // Running tasks finish their current pread or copy, and background work its driver call; a
+  // stuck device does not hold exit forever.
   WaitForLiveOperations(std::chrono::seconds(10));
 }
 }  // namespace

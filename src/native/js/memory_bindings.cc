@@ -1,4 +1,5 @@
 #include "js/args.h"
+#include "js/background_work.h"
 #include "js/bindings.h"
 #include "engine/device.h"
 #include "js/host_memory.h"
@@ -51,6 +52,15 @@ Napi::Value DevicePrepare(const Napi::CallbackInfo& info) {
       PrepareDevice(ordinal, bounce / 2, ThreadPool::Instance().Size(), numaNode, inlineBytes, gatherBytes);
   if (!e.ok()) ThrowRecord(info.Env(), e);
   return info.Env().Undefined();
+}
+
+// deviceFill(ordinal, slots): a Promise; allocates on a background thread what devicePrepare
+// left for later (the first `slots` workers' bounce buffers, the gather stage), while reads start
+// meanwhile.
+Napi::Value DeviceFillJs(const Napi::CallbackInfo& info) {
+  int ordinal = OrdinalArg(info);
+  int slots = ArgInt(Arg(info, 1, "slots"), "slots", 0, kMaxWorkers);
+  return StartBackgroundWork(info.Env(), "penstock-device-fill", [ordinal, slots] { return FillDevice(ordinal, slots); });
 }
 
 Napi::Value DeviceAllocJs(const Napi::CallbackInfo& info) {
@@ -133,6 +143,7 @@ Napi::Value PinnedBytesJs(const Napi::CallbackInfo& info) {
 void RegisterMemory(Napi::Env env, Napi::Object exports) {
   exports.Set("deviceInfo", Napi::Function::New(env, DeviceInfo));
   exports.Set("devicePrepare", Napi::Function::New(env, DevicePrepare));
+  exports.Set("deviceFill", Napi::Function::New(env, DeviceFillJs));
   exports.Set("deviceAlloc", Napi::Function::New(env, DeviceAllocJs));
   exports.Set("deviceFree", Napi::Function::New(env, DeviceFreeJs));
   exports.Set("pointerInfo", Napi::Function::New(env, PointerInfoJs));

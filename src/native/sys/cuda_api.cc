@@ -75,6 +75,11 @@ const CudaState& LoadCuda(const std::string& path) {
 }
 
 const CudaState& CudaStatus() { return g_state; }
+
+CudaState CudaStatusSnapshot() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_state;
+}
 const CudaApi& Cuda() { return g_api; }
 
 std::string CudaErrorName(CUresult r) {

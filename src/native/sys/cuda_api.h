@@ -123,6 +123,8 @@ struct CudaState : LibraryState {
 // Loads and initialises the driver once per process; later calls return the first outcome.
 const CudaState& LoadCuda(const std::string& path);
 const CudaState& CudaStatus();
+// A copy taken under the load's lock: waits for a load under way on another thread.
+CudaState CudaStatusSnapshot();
 const CudaApi& Cuda();
 
 // "CUDA_ERROR_OUT_OF_MEMORY" and its sentence, or a numeric fallback when the driver can't say.

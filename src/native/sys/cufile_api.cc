@@ -1,5 +1,6 @@
 #include "sys/cufile_api.h"
 
+#include <condition_variable>
 #include <mutex>
 
 #include "sys/dl_library.h"
@@ -12,6 +13,7 @@ CuFileApi g_api;
 // Never destroyed: pool workers and exit handlers read it until the process is gone.
 CuFileState& g_state = *new CuFileState();
 std::mutex g_mutex;
+std::condition_variable g_opened;
 
 }  // namespace
 
@@ -43,6 +45,11 @@ const CuFileState& LoadCuFile(const std::string& path) {
 }
 
 const CuFileState& CuFileStatus() { return g_state; }
+
+CuFileState CuFileStatusSnapshot() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_state;
+}
 const CuFileApi& CuFile() { return g_api; }
 
 bool ReadCuFileStatsL3(CuFileStatsL3* block) {
@@ -53,38 +60,55 @@ bool ReadCuFileStatsL3(CuFileStatsL3* block) {
 
 namespace {
 
-void EnableStats(CuFileState& s) {
+// Level-3 statistics on, when this cuFile has them; the outcome in `statsLevel` and `statsError`.
+void EnableStats(int* statsLevel, std::string* statsError) {
   const CuFileApi& cf = g_api;
   if (!cf.SetStatsLevel || !cf.StatsStart || !cf.GetStatsL3) {
-    s.statsError = "this cuFile release has no statistics API";
+    *statsError = "this cuFile has no statistics API (cuFile 1.15 or later has it)";
     return;
   }
   CUfileError_t r = cf.SetStatsLevel(3);
   if (r.err == kCuFileSuccess) r = cf.StatsStart();
   CuFileStatsL3 probe;
   if (r.err == kCuFileSuccess && ReadCuFileStatsL3(&probe)) {
-    s.statsLevel = 3;
-    s.statsError.clear();
+    *statsLevel = 3;
+    statsError->clear();
   } else {
-    s.statsError = "cuFile refused level-3 statistics (" + CuFileErrorName(r.err) + ")";
+    *statsError = "cuFile refused level-3 statistics (" + CuFileErrorName(r.err) + ")";
   }
 }
 
 }  // namespace
 
-const CuFileState& OpenCuFileDriver() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  CuFileState& s = g_state;
-  if (!s.loaded || s.driverAttempted) return s;
-  s.driverAttempted = true;
-  EnableStats(s);  // settings must precede the driver open
-  s.driverResult = g_api.DriverOpen();
+CuFileState OpenCuFileDriver() {
+  std::unique_lock<std::mutex> lock(g_mutex);
+  g_opened.wait(lock, [] { return !g_state.driverOpening; });
+  if (!g_state.loaded || g_state.driverAttempted) return g_state;
+  g_state.driverOpening = true;
+  int statsLevel = g_state.statsLevel;
+  std::string statsError = g_state.statsError;
+  lock.unlock();
+  EnableStats(&statsLevel, &statsError);  // settings must precede the driver open
+  CUfileError_t result = g_api.DriverOpen();
   // Already open means another library in this process opened it: usable all the same.
-  s.driverOpen = s.driverResult.err == kCuFileSuccess || s.driverResult.err == kCuFileDriverAlreadyOpen;
-  if (s.driverOpen) {
-    if (s.statsLevel < 3) EnableStats(s);
-    s.haveProps = g_api.DriverGetProperties(&s.props).err == kCuFileSuccess;
+  bool open = result.err == kCuFileSuccess || result.err == kCuFileDriverAlreadyOpen;
+  CUfileDrvProps_t props{};
+  bool haveProps = false;
+  if (open) {
+    if (statsLevel < 3) EnableStats(&statsLevel, &statsError);
+    haveProps = g_api.DriverGetProperties(&props).err == kCuFileSuccess;
   }
+  lock.lock();
+  CuFileState& s = g_state;
+  s.driverAttempted = true;
+  s.driverOpening = false;
+  s.driverResult = result;
+  s.driverOpen = open;
+  s.statsLevel = statsLevel;
+  s.statsError = statsError;
+  s.props = props;
+  s.haveProps = haveProps;
+  g_opened.notify_all();
   return s;
 }
 

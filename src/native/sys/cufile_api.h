@@ -105,6 +105,7 @@ struct CuFileApi {
 
 struct CuFileState : LibraryState {
   int version = 0;
+  bool driverOpening = false;  // an open is under way on some thread
   bool driverAttempted = false;
   bool driverOpen = false;
   CUfileError_t driverResult{0, 0};
@@ -115,12 +116,17 @@ struct CuFileState : LibraryState {
 };
 
 const CuFileState& LoadCuFile(const std::string& path);
+// For worker paths, once a handle exists (the state no longer changes then).
 const CuFileState& CuFileStatus();
+// A copy taken under the state's lock: safe while another thread opens the driver.
+CuFileState CuFileStatusSnapshot();
 const CuFileApi& CuFile();
 
 // Switches on level-3 statistics and opens the driver, once per process; the caller makes the GPU's
-// context current first. Later calls return the first outcome.
-const CuFileState& OpenCuFileDriver();
+// context current first. Later calls return the first outcome; a call while another thread opens
+// it waits for that open. The open itself (hundreds of milliseconds) holds no lock that status
+// readers take.
+CuFileState OpenCuFileDriver();
 
 // The current level-3 block, or false when statistics are off or cuFile refuses them.
 bool ReadCuFileStatsL3(CuFileStatsL3* block);
