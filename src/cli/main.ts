@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `penstock` command: `demo`, `doctor`, `bench`, `info`, `inspect`, `load`.
+ * The `penstock` command: `demo`, `doctor`, `bench`, `info`, `inspect`, `load`, `serve`, `serve-status`, `python-path`.
  */
 import { readFileSync } from 'node:fs';
 import { suggest } from '../settings/config.js';
@@ -17,6 +17,9 @@ Commands:
   info     the CUDA driver, cuFile, the GPUs and the settings as found
   inspect  list a checkpoint's tensors (safetensors, index.json, .npy)
   load     load a checkpoint into GPU (or host) memory; routes and speed
+  serve    keep checkpoints resident on the GPU for other processes
+  serve-status  what a running "penstock serve" holds
+  python-path   the folder of the Python client of "penstock serve"
 
 Run "penstock <command> --help" for a command's options.
 
@@ -34,6 +37,9 @@ const COMMANDS: Record<string, () => Promise<(argv: string[]) => Promise<number>
   info: async () => (await import('./info.js')).runInfo,
   inspect: async () => (await import('./inspect.js')).runInspectCli,
   load: async () => (await import('./load.js')).runLoadCli,
+  serve: async () => (await import('./commands/serve.js')).runServeCli,
+  'serve-status': async () => (await import('./commands/serve-status.js')).runServeStatusCli,
+  'python-path': async () => (await import('./commands/python-path.js')).runPythonPathCli,
 };
 
 function version(): string {
