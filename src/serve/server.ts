@@ -189,8 +189,9 @@ export async function startServer(options: ServeOptions): Promise<ServeDaemon> {
     server.once('error', (err) => reject(systemError(err as NodeJS.ErrnoException)));
     server.listen(options.socket, () => resolve());
   });
-  // The folder keeps others out while the mode is set; the socket file adds its own 0600.
-  fs.chmodSync(options.socket, 0o600);
+  // The folder keeps others out while the mode is set. Alone, the socket file is 0600; when other
+  // users are served, the folder decides who reaches it and the peer check who is answered.
+  fs.chmodSync(options.socket, allowed.size > 1 ? 0o666 : 0o600);
   server.on('error', () => {});
   const daemon = new ServeDaemon(server, options.socket, new ResidentSets(budget), allowed, maxRequestBytes, options.log ?? (() => {}));
   try {
