@@ -81,14 +81,15 @@ export async function runServeCli(argv: string[]): Promise<number> {
     const allowUids = (v['allow-uid'] ?? []).map((u) => parseIntArg(u, '--allow-uid', 0, 2 ** 32 - 1));
     const log = (event: string, fields: Record<string, unknown> = {}) =>
       process.stdout.write(v.json ? `${JSON.stringify({ event, ...fields })}\n` : `penstock serve: ${event}${Object.keys(fields).length ? ` ${JSON.stringify(fields)}` : ''}\n`);
+    // The handlers are in place before anyone can learn that the daemon listens.
+    let stop!: () => void;
+    const stopped = new Promise<void>((resolve) => (stop = resolve));
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
     const daemon = await startServer({ socket, budget, preload, allowUids, log: (line) => log(line) });
     const shown = 'bytes' in budget ? formatSize(budget.bytes) : `${budget.percent}% of each GPU`;
     log(`listening on ${socket}`, { pid: process.pid, budget: shown, preloaded: daemon.sets.list().length });
-    await new Promise<void>((resolve) => {
-      const stop = () => resolve();
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
-    });
+    await stopped;
     await daemon.close();
     log('stopped');
     return EXIT.ok;
