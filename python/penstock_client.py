@@ -405,7 +405,13 @@ def state_dict(socket=None, spec=None, **spec_fields):
         spec = dict(spec_fields, path=spec)
     client = connect(socket)
     try:
-        return StateDict(client.acquire(spec))
+        served = client.acquire(spec)
     except BaseException:
+        client.close()
+        raise
+    try:
+        return StateDict(served)
+    except BaseException:
+        served.close()
         client.close()
         raise
