@@ -178,12 +178,14 @@ test('a line over the limit is answered and the connection closed; partial lines
 });
 
 test('a client that vanishes while its set loads gets no lease; the set stays evictable and memory returns to baseline', async () => {
+  const acquires0 = Number((await c.stats()).acquires);
   for (let i = 0; i < 5; i++) {
     const r = new Raw(d.socket);
     await r.ready();
     r.socket.write(`${JSON.stringify({ v: 1, id: 1, op: 'acquire', set: { path: model.file } })}\n`);
     r.socket.destroy();
   }
+  await until(async () => Number((await c.stats()).acquires) === acquires0 + 5, 'the daemon read the five requests');
   await until(async () => (await c.list()).every((s) => s.state === 'resident') && (await stats()).connections === 1, 'the loads settled and the connections closed');
   const s = await stats();
   assert.equal(s.leases, 0);

@@ -37,9 +37,12 @@ export class ServedTensorSet {
   readonly #client: ServeClient;
   #released: Promise<void> | undefined;
 
+  readonly #forget: () => void;
+
   /** @internal Built by {@link ServeClient.acquire}. */
-  constructor(client: ServeClient, body: { lease: string; key: string; hit: boolean; manifest: TensorManifest }, opened: ImportedTensorSet) {
+  constructor(client: ServeClient, body: { lease: string; key: string; hit: boolean; manifest: TensorManifest }, opened: ImportedTensorSet, forget: () => void) {
     this.#client = client;
+    this.#forget = forget;
     this.lease = body.lease;
     this.key = body.key;
     this.hit = body.hit;
@@ -79,6 +82,7 @@ export class ServedTensorSet {
   release(): Promise<void> {
     return (this.#released ??= (async () => {
       this.#opened.close();
+      this.#forget();
       if (this.#client.closed) return;
       try {
         await this.#client.request('release', { lease: this.lease });
@@ -193,7 +197,7 @@ export class ServeClient {
       await this.request('release', { lease: body.lease }).catch(() => {});
       throw err;
     }
-    const served = new ServedTensorSet(this, body, opened);
+    const served: ServedTensorSet = new ServedTensorSet(this, body, opened, () => this.#served.delete(served));
     this.#served.add(served);
     return served;
   }

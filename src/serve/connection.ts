@@ -31,6 +31,7 @@ export class Connection {
   #pendingBytes = 0;
   #closed = false;
   #hungUp = false;
+  #dropped = 0;
 
   /** Serves `socket` (already accepted and its peer checked). */
   constructor(socket: net.Socket, host: ConnectionHost) {
@@ -57,7 +58,11 @@ export class Connection {
   }
 
   #data(chunk: Buffer): void {
-    if (this.#hungUp) return;
+    if (this.#hungUp) {
+      this.#dropped += chunk.length;
+      if (this.#dropped > 64 * this.#host.maxRequestBytes) this.#socket.destroy();
+      return;
+    }
     let start = 0;
     for (let nl = chunk.indexOf(10, start); nl >= 0; nl = chunk.indexOf(10, start)) {
       const piece = chunk.subarray(start, nl);
@@ -75,15 +80,17 @@ export class Connection {
     }
   }
 
-  /** A line past the limit cannot be answered by id, and reading on would mean buffering it: answer and hang up. */
+  /**
+   * A line past the limit cannot be answered by id, and reading on would mean buffering it: answer
+   * and half-close. What the client still sends is read and dropped (closing with unread bytes
+   * would reset the connection and could lose the answer), up to a bound.
+   */
   #oversized(): void {
     this.#hungUp = true;
     this.#pending = [];
     this.#pendingBytes = 0;
     this.#write(errorLine(null, usage('ERR_PENSTOCK_SERVE_BAD_REQUEST', `A request line is longer than ${this.#host.maxRequestBytes} bytes; the connection is closed`)));
-    this.#socket.pause();
     this.#socket.end();
-    this.#socket.destroySoon();
   }
 
   async #handle(line: string): Promise<void> {

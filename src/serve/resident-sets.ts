@@ -102,9 +102,12 @@ export class ResidentSets {
   /** Counters over the daemon's life. */
   readonly counters: ResidencyCounters = { acquires: 0, hits: 0, loads: 0, loadFailures: 0, evictions: 0 };
 
-  /** Sets under `budget` per GPU. */
-  constructor(budget: ServeBudget) {
+  readonly #log: (line: string) => void;
+
+  /** Sets under `budget` per GPU; `log` is told of each load, failed load and eviction. */
+  constructor(budget: ServeBudget, log: (line: string) => void = () => {}) {
     this.#budget = budget;
+    this.#log = log;
   }
 
   /** The budget of GPU `device`, in bytes. */
@@ -165,9 +168,11 @@ export class ResidentSets {
       e.set = set;
       e.state = 'resident';
       e.loadSeconds = (performance.now() - t0) / 1e3;
+      this.#log(`loaded ${e.id} (${e.bytes} bytes, ${set.size} tensors, ${e.loadSeconds.toFixed(3)} s): ${e.key}`);
     } catch (err) {
       this.counters.loadFailures++;
       this.#entries.delete(e.key);
+      this.#log(`load of ${e.id} failed [${String((err as { code?: unknown }).code)}]: ${e.key}`);
       throw err;
     }
   }
@@ -201,6 +206,7 @@ export class ResidentSets {
     e.exported?.release();
     e.set?.free();
     this.counters.evictions++;
+    this.#log(`evicted ${e.id} (${e.bytes} bytes)`);
   }
 
   /** Ends a lease; false when no such lease is live. The set stays resident. */

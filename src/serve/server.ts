@@ -193,7 +193,8 @@ export async function startServer(options: ServeOptions): Promise<ServeDaemon> {
   // users are served, the folder decides who reaches it and the peer check who is answered.
   fs.chmodSync(options.socket, allowed.size > 1 ? 0o666 : 0o600);
   server.on('error', () => {});
-  const daemon = new ServeDaemon(server, options.socket, new ResidentSets(budget), allowed, maxRequestBytes, options.log ?? (() => {}));
+  const log = options.log ?? (() => {});
+  const daemon = new ServeDaemon(server, options.socket, new ResidentSets(budget, log), allowed, maxRequestBytes, log);
   try {
     for (const spec of preload) daemon.sets.release((await daemon.sets.acquire(spec)).lease);
   } catch (err) {
