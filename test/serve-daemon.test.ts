@@ -178,6 +178,30 @@ describe('the budget', () => {
   });
 });
 
+describe('a GPU fuller than the budget says', () => {
+  test('a load the GPU has no room for evicts idle sets, least recently used first, and tries again; with none idle it fails typed', async () => {
+    const kib = 1024;
+    const [a, b, c3, e] = ['a', 'b', 'c', 'e'].map((n) => sizedCheckpoint(`oom-${n}`, 100 * kib));
+    // The GPU holds 350 KiB although the budget allows 1 MiB: other processes use the rest.
+    const d = await startDaemon(['--budget', '1MiB'], { FAKE_CUDA_MEM_LIMIT: String(350 * kib) });
+    try {
+      await using c = await p.connectServer(d.socket);
+      for (const x of [a, b, c3]) await (await c.acquire({ path: x!.file })).release();
+      await using got = await c.acquire({ path: e!.file });
+      assert.equal(sha(await got.slab.toBuffer()), sha(Buffer.concat([...e!.bytes.values()])));
+      const files = (await c.list()).map((s) => path.basename(s.spec.path[0]!)).sort();
+      assert.deepEqual(files, ['oom-b.safetensors', 'oom-c.safetensors', 'oom-e.safetensors']);
+      assert.match(d.output(), /GPU 0 is out of memory for [0-9a-f]{12}: evicting an idle set/);
+      const held = [await c.acquire({ path: b!.file }), await c.acquire({ path: c3!.file })];
+      await assert.rejects(c.acquire({ path: a!.file }), { code: 'CUDA_ERROR_OUT_OF_MEMORY' });
+      assert.equal((await c.list()).length, 3, 'leased sets stay');
+      for (const h of held) await h.release();
+    } finally {
+      assert.equal((await d.stop()).code, 0);
+    }
+  });
+});
+
 describe('single flight', () => {
   let range: RangeServer;
   let gate: http.Server;

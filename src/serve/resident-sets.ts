@@ -158,7 +158,7 @@ export class ResidentSets {
         await closeCheckpoint(cp);
       }
       this.#makeRoom(e);
-      const set = await loadTensors(e.spec.path, { device: e.spec.device, filter: e.spec.filter, rows: e.spec.rows });
+      const set = await this.#loadMakingRoom(e);
       try {
         e.exported = exportTensorSet(set);
       } catch (err) {
@@ -177,6 +177,31 @@ export class ResidentSets {
     }
   }
 
+  /**
+   * Loads `e`; when the GPU itself runs out of memory (other processes use it too, so the budget
+   * alone cannot promise room), evicts the least recently used idle set of the GPU and tries
+   * again, until the load fits or nothing idle is left.
+   */
+  async #loadMakingRoom(e: Entry): Promise<TensorSet> {
+    for (;;) {
+      try {
+        return await loadTensors(e.spec.path, { device: e.spec.device, filter: e.spec.filter, rows: e.spec.rows });
+      } catch (err) {
+        const victim = (err as { code?: unknown }).code === 'CUDA_ERROR_OUT_OF_MEMORY' ? this.#idle(e.spec.device, e)[0] : undefined;
+        if (!victim) throw err;
+        this.#log(`GPU ${e.spec.device} is out of memory for ${e.id}: evicting an idle set and trying again`);
+        this.#free(victim);
+      }
+    }
+  }
+
+  /** Sets of GPU `device` that nobody holds, least recently used first (never `except`). */
+  #idle(device: number, except?: Entry): Entry[] {
+    return [...this.#entries.values()]
+      .filter((o) => o !== except && o.spec.device === device && o.state === 'resident' && o.leases.size === 0 && o.waiting === 0)
+      .sort((a, b) => a.lastUsed - b.lastUsed);
+  }
+
   /** Evicts idle sets of `e`'s GPU, least recently used first, until `e` fits its budget. */
   #makeRoom(e: Entry): void {
     const device = e.spec.device;
@@ -186,9 +211,7 @@ export class ResidentSets {
     const others = () => [...this.#entries.values()].filter((o) => o !== e && o.spec.device === device);
     let used = others().reduce((a, o) => a + o.bytes, 0);
     while (used + e.bytes > budget) {
-      const idle = others()
-        .filter((o) => o.state === 'resident' && o.leases.size === 0 && o.waiting === 0)
-        .sort((a, b) => a.lastUsed - b.lastUsed)[0];
+      const idle = this.#idle(device, e)[0];
       if (!idle)
         throw usage('ERR_PENSTOCK_SERVE_BUDGET_FULL', `The set needs ${e.bytes} bytes of GPU ${device}; sets in use (leased or loading) hold ${used} of the budget of ${budget} bytes`);
       this.#free(idle);
