@@ -178,6 +178,40 @@ describe('the budget', () => {
   });
 });
 
+describe('several GPUs', () => {
+  test('the budget is per GPU; a set on GPU 1 is found by its PCI bus id in a client that sees the GPUs in another order', async () => {
+    const kib = 1024;
+    const [a, b] = ['a', 'b'].map((n) => sizedCheckpoint(`two-${n}`, 100 * kib));
+    const d = await startDaemon(['--budget', '150KiB'], { FAKE_CUDA_DEVICE_COUNT: '2' });
+    try {
+      await using c = await p.connectServer(d.socket);
+      // Asked for and released without mapping: this process sees only one GPU.
+      for (const [x, device] of [[a!, 0], [b!, 1]] as const) {
+        const { lease } = await c.request('acquire', { set: { path: [x.file], device } });
+        await c.request('release', { lease });
+      }
+      const s = (await c.stats()) as { evictions: number; devices: { device: number; held: number }[] };
+      assert.equal(s.evictions, 0, 'each GPU has its own budget');
+      assert.deepEqual(s.devices.map((x) => [x.device, x.held]), [[0, 100 * kib], [1, 100 * kib]]);
+      const entry = path.join(repoRoot, 'dist/src/index.js');
+      const child = spawn(process.execPath, ['--input-type=module', '-e', `
+        const p = await import(${JSON.stringify(entry)});
+        const crypto = await import('node:crypto');
+        const c = await p.connectServer(process.argv[1]);
+        const s = await c.acquire({ path: process.argv[2], device: 1 });
+        const bytes = await s.slab.toBuffer();
+        console.log(JSON.stringify({ device: s.slab.device, sha: crypto.createHash('sha256').update(bytes).digest('hex') }));
+        await s.release(); await c.close();`, d.socket, b!.file], { env: fakeEnv({ FAKE_CUDA_VISIBLE_DEVICES: '1,0' }), stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      child.stdout!.on('data', (x: Buffer) => (out += x.toString()));
+      assert.equal(await new Promise((r) => child.once('exit', r)), 0);
+      assert.deepEqual(JSON.parse(out), { device: 0, sha: sha(Buffer.concat([...b!.bytes.values()])) }, 'physical GPU 1 is ordinal 0 there');
+    } finally {
+      assert.equal((await d.stop()).code, 0);
+    }
+  });
+});
+
 describe('a GPU fuller than the budget says', () => {
   test('a load the GPU has no room for evicts idle sets, least recently used first, and tries again; with none idle it fails typed', async () => {
     const kib = 1024;

@@ -149,6 +149,7 @@ export class ResidentSets {
 
   async #load(e: Entry): Promise<void> {
     this.counters.loads++;
+    this.devicesUsed.add(e.spec.device);
     const t0 = performance.now();
     try {
       const cp = await describeCheckpoint(e.spec.path);
@@ -288,6 +289,9 @@ export class ResidentSets {
         idleMs: Math.round(now - e.usedAt),
       }));
   }
+
+  /** GPUs any set was ever asked for on (the daemon has a CUDA context there). */
+  readonly devicesUsed = new Set<number>();
 
   /** Bytes held (or being loaded) on each GPU. */
   bytesByDevice(): Map<number, number> {

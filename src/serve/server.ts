@@ -113,7 +113,9 @@ export class ServeDaemon {
   stats(): Record<string, unknown> {
     const held = this.sets.bytesByDevice();
     const devices = [];
-    for (let d = 0; d < deviceCount(); d++) {
+    // GPU 0 and those sets were loaded on: asking another GPU would make a CUDA context there.
+    const count = deviceCount();
+    for (const d of [...new Set([0, ...this.sets.devicesUsed])].filter((x) => x < count).sort((a, b) => a - b)) {
       const m = memoryInfo(d);
       devices.push({ device: d, free: m.free, total: m.total, budget: this.sets.budgetBytes(d), held: held.get(d) ?? 0 });
     }
