@@ -206,6 +206,9 @@ describe('several GPUs', () => {
       child.stdout!.on('data', (x: Buffer) => (out += x.toString()));
       assert.equal(await new Promise((r) => child.once('exit', r)), 0);
       assert.deepEqual(JSON.parse(out), { device: 0, sha: sha(Buffer.concat([...b!.bytes.values()])) }, 'physical GPU 1 is ordinal 0 there');
+      // Here GPU 1 is not visible: the mapping fails with its code, and the lease is given back.
+      await assert.rejects(c.acquire({ path: b!.file, device: 1 }), { code: 'ERR_PENSTOCK_IPC_DEVICE_NOT_VISIBLE' });
+      assert.equal((await c.stats()).leases, 0);
     } finally {
       assert.equal((await d.stop()).code, 0);
     }
