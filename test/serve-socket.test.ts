@@ -159,3 +159,44 @@ test('penstock python-path prints the folder of the Python client', async () => 
   assert.equal(out.trim(), path.join(repoRoot, 'python'));
   assert.ok(fs.existsSync(path.join(out.trim(), 'penstock_client.py')));
 });
+
+test('penstock serve-status lists the resident sets (bytes, GPU, leases, hits, load time) and evicts idle ones', async () => {
+  const { checkpoint } = await import('./serve-kit.js');
+  const model = checkpoint('status', [{ name: 'w', dtype: 'F32', shape: [64, 64] }]);
+  const run = (args: string[]) =>
+    new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+      const child = spawn(process.execPath, [cli, 'serve-status', ...args], { env: fakeEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (x: Buffer) => (out += x.toString()));
+      child.stderr.on('data', (x: Buffer) => (err += x.toString()));
+      child.once('exit', (code) => resolve({ code, out, err }));
+    });
+  const d = await startDaemon();
+  try {
+    await using c = await p.connectServer(d.socket);
+    const held = await c.acquire({ path: model.file });
+    await (await c.acquire({ path: model.file })).release();
+    const json = await run(['--socket', d.socket, '--json']);
+    assert.equal(json.code, 0, json.err);
+    const j = JSON.parse(json.out) as { health: { pid: number }; stats: { leases: number }; sets: { id: string; bytes: number; device: number; leases: number; hits: number; loadSeconds: number; state: string }[] };
+    assert.equal(j.health.pid, d.proc.pid);
+    assert.equal(j.sets.length, 1);
+    assert.deepEqual([j.sets[0]!.bytes, j.sets[0]!.device, j.sets[0]!.leases, j.sets[0]!.hits, j.sets[0]!.state], [64 * 64 * 4, 0, 1, 1, 'resident']);
+    assert.ok(j.sets[0]!.loadSeconds > 0);
+    const text = await run(['--socket', d.socket]);
+    assert.equal(text.code, 0, text.err);
+    assert.match(text.out, new RegExp(`^${j.sets[0]!.id}\\t0\\t16 KiB\\t1\\t1\\t[0-9.]+\\tresident\\t.*status\\.safetensors$`, 'm'));
+    const refused = await run(['--socket', d.socket, '--evict', j.sets[0]!.id]);
+    assert.equal(refused.code, 1);
+    assert.match(refused.err, /ERR_PENSTOCK_SERVE_LEASED/);
+    await held.release();
+    const evicted = await run(['--socket', d.socket, '--evict-idle', '--json']);
+    assert.deepEqual((JSON.parse(evicted.out) as { evicted: string[]; sets: unknown[] }).sets, []);
+  } finally {
+    assert.equal((await d.stop()).code, 0);
+  }
+  const none = await run(['--socket', d.socket]);
+  assert.equal(none.code, 1);
+  assert.match(none.err, /no daemon answers on/);
+});

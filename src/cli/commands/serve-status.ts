@@ -49,7 +49,17 @@ export async function runServeStatusCli(argv: string[]): Promise<number> {
     }
     if (positionals.length > 0) throw new ArgError(`unexpected argument '${positionals[0]}'`);
     if (v.evict !== undefined && v['evict-idle']) throw new ArgError('--evict and --evict-idle exclude each other');
-    await using client = await connectServer(v.socket ?? defaultSocketPath());
+    const socket = v.socket ?? defaultSocketPath();
+    let connected;
+    try {
+      connected = await connectServer(socket);
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code !== 'ENOENT' && code !== 'ECONNREFUSED') throw err;
+      process.stderr.write(`penstock serve-status: no daemon answers on ${socket} (${code}); start one with "penstock serve --socket ${socket}"\n`);
+      return EXIT.failure;
+    }
+    await using client = connected;
     const evicted = v.evict !== undefined ? await client.evict(v.evict) : v['evict-idle'] ? await client.evictIdle() : undefined;
     const [health, stats, sets] = [await client.health(), await client.stats(), await client.list()];
     if (v.json) {
