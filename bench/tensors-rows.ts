@@ -168,6 +168,8 @@ export interface RunRecord {
   note?: string;
   /** A check run whose times are not the row's (it only adds its check). */
   untimed?: boolean;
+  /** Not run (a peer that did not build, no tmpfs copy, pages that stayed): a later call tries again. */
+  skipped?: boolean;
   at: string;
 }
 

@@ -159,7 +159,7 @@ async function loadFile(ctx: RunContext, t: RunTarget, rep: number, check: boole
 
 async function kit(ctx: RunContext, t: RunTarget, method: 'fastsafetensors' | 'instanttensor', rep: number, check: boolean): Promise<RunRecord[]> {
   const k = ctx.kits.find((x) => x.name === method);
-  if (!k?.ok) return [{ ...base(t, method, rep, undefined), error: `not run: ${k?.why ?? 'no kit'}` }];
+  if (!k?.ok) return [{ ...base(t, method, rep, undefined), skipped: true, error: `not run: ${k?.why ?? 'no kit'}` }];
   fs.mkdirSync(ctx.scratch, { recursive: true });
   const out = path.join(ctx.scratch, `${method}-${t.checkpoint}-${t.fs}-${t.state}-${rep}.json`);
   fs.rmSync(out, { force: true });

@@ -84,7 +84,7 @@ const repsOf = (g: Group) => (g.state === 'cold' ? opts.coldRepeats : opts.repea
 
 /** Runs planned by these options and not yet in runs.jsonl. */
 function leftToRun(records: readonly RunRecord[]): number {
-  const done = new Set(records.filter((r) => r.type === 'run' && !r.untimed).map((r) => `${rowKey(r)}|${r.rep}`));
+  const done = new Set(records.filter((r) => r.type === 'run' && !r.untimed && !r.skipped).map((r) => `${rowKey(r)}|${r.rep}`));
   let n = 0;
   for (const g of groups) for (const m of g.methods) for (let rep = 1; rep <= repsOf(g); rep++) if (!done.has(`${rowKey({ ...g, method: m })}|${rep}`)) n++;
   return n;
@@ -171,7 +171,7 @@ const ctx: RunContext = {
   kits,
 };
 const existing = readRecords().filter((r): r is RunRecord => r.type === 'run');
-const done = new Set(existing.map((r) => `${rowKey(r)}|${r.untimed ? 'check' : r.rep}`));
+const done = new Set(existing.filter((r) => !r.skipped).map((r) => `${rowKey(r)}|${r.untimed ? 'check' : r.rep}`));
 const seen = new Map<string, number>();
 
 /** A first guess of a run's length, until one like it has run. */
@@ -196,7 +196,7 @@ outer: for (const g of groups) {
       const key = rowKey({ ...g, method: m });
       if (done.has(`${key}|${rep}`)) continue;
       if (!file) {
-        append({ ...target, type: 'run', method: m, rep, ok: false, bytes: cp.tensorBytes, error: `not run: ${cp.tmpfsSkipped}`, at: new Date().toISOString() } satisfies RunRecord);
+        append({ ...target, type: 'run', method: m, rep, ok: false, skipped: true, bytes: cp.tensorBytes, error: `not run: ${cp.tmpfsSkipped}`, at: new Date().toISOString() } satisfies RunRecord);
         continue;
       }
       const exp = expectS(m, g, cp);
@@ -213,7 +213,7 @@ outer: for (const g of groups) {
         resident = c.resident;
         drop = c.how;
         if (!c.dropped) {
-          append({ ...target, type: 'run', method: m, rep, ok: false, bytes: cp.tensorBytes, residentBefore: resident, drop, error: drop, at: new Date().toISOString() } satisfies RunRecord);
+          append({ ...target, type: 'run', method: m, rep, ok: false, skipped: true, bytes: cp.tensorBytes, residentBefore: resident, drop, error: drop, at: new Date().toISOString() } satisfies RunRecord);
           log(`  ${m} run ${rep}: ${drop}`);
           continue;
         }
