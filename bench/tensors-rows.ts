@@ -288,13 +288,13 @@ const FS_LABEL: Record<FsId, string> = { disk: 'disk', tmpfs: 'tmpfs' };
  * succeeded), GB/s over the loader's median; a legend below says what each clock includes.
  */
 export function renderMarkdown(rows: readonly Row[], opts: { diskFs?: string; checkpoints?: Partial<Record<CheckpointId, string>> } = {}): string {
-  const head = ['checkpoint', 'on', 'state', 'method', 'runs', 'start → ready, wall (s)', 'child clock from start (s)', 'whole process (s)', 'loader (s)', 'GB/s (loader)', 'check', 'notes'];
+  const head = ['checkpoint', 'on', 'state', 'method', 'runs', 'start → ready, wall (s)', 'child clock from start (s)', 'whole process (s)', 'CUDA context at (s)', 'loader (s)', 'GB/s (loader)', 'check', 'notes'];
   const lines = [`| ${head.join(' | ')} |`, `| ${head.map(() => '---').join(' | ')} |`];
   for (const r of rows) {
     const fs = r.fs === 'disk' && opts.diskFs ? opts.diskFs : FS_LABEL[r.fs];
     lines.push(
       `| ${[
-        r.checkpoint, fs, r.state, r.method, `${r.ok}/${r.runs}`, pair(r.wallReady), pair(r.childReady), pair(r.wallExit), pair(r.loader),
+        r.checkpoint, fs, r.state, r.method, `${r.ok}/${r.runs}`, pair(r.wallReady), pair(r.childReady), pair(r.wallExit), pair(r.contextAt), pair(r.loader),
         r.gbps !== undefined ? r.gbps.toFixed(2) : '—', checkCell(r), notesCell(r),
       ].map(cell).join(' | ')} |`,
     );
@@ -306,7 +306,7 @@ export function renderMarkdown(rows: readonly Row[], opts: { diskFs?: string; ch
   return [
     lines.join('\n'),
     '',
-    'Times are min / median over the runs that succeeded (one value: one run). "start → ready, wall" is the parent\'s clock from spawning the process to the child\'s ready line (tensors in GPU memory); "child clock" is the child\'s own, from its process start (Node: performance.timeOrigin; Python: /proc starttime, 10 ms steps); "whole process" is spawn to exit (hashing for the check, on the first run of a row, included). GB/s: tensor bytes (dd: file bytes) over the loader\'s median.',
+    'Times are min / median over the runs that succeeded (one value: one run). "start → ready, wall" is the parent\'s clock from spawning the process to the child\'s ready line (tensors in GPU memory); "child clock" is the child\'s own, from its process start (Node: performance.timeOrigin; Python: /proc starttime, 10 ms steps); "whole process" is spawn to exit (hashing for the check, on the first run of a row, included); "CUDA context at" is when the context existed on the child\'s clock, where the loader\'s clock starts after it (penstock-lib and the Python rows). GB/s: tensor bytes (dd: file bytes) over the loader\'s median.',
     '',
     ...cps,
     ...legend,

@@ -201,6 +201,8 @@ export async function buildPeers(peersDir: string | undefined, python: string, p
       const kit: PeerKit = { name, dir: path.resolve(peersDir, name), ok: false, env: {} };
       if (!fs.existsSync(path.join(kit.dir, 'bench.py')) || !fs.existsSync(path.join(kit.dir, 'build.sh'))) return { ...kit, why: `no bench.py and build.sh in ${kit.dir}` };
       if (!built(kit)) {
+        // The kits come read-only; each builds in place, in this copy of it.
+        spawnSync('chmod', ['-R', 'u+w', kit.dir]);
         kit.log = path.join(logDir, `build-${name}.log`);
         const fd = fs.openSync(kit.log, 'w');
         const t0 = performance.now();

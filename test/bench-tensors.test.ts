@@ -119,14 +119,14 @@ describe('bench:tensors rows', () => {
 
   it('renders a Markdown table with a line per row, escaped cells, failed checks in bold and a legend', () => {
     const rows = aggregate([
-      rec({ wallReadyS: 1, wallExitS: 1.1, childReadyS: 0.9, loaderS: 0.5, route: 'posix-device 10 ops | x' }),
+      rec({ wallReadyS: 1, wallExitS: 1.1, childReadyS: 0.9, contextAtS: 0.3, loaderS: 0.5, route: 'posix-device 10 ops | x' }),
       rec({ method: 'load_file', loaderS: 1.5, check: { compared: 10, mismatched: 2, missing: 0, how: 'gpu' } }),
     ]);
     const md = renderMarkdown(rows, { diskFs: 'ext4', checkpoints: { '7B': '147 tensors' } });
     const lines = md.split('\n');
     assert.match(lines[0]!, /^\| checkpoint \| on \| state \| method \|.*\| notes \|$/);
     assert.equal(lines[0]!.split('|').length, lines[1]!.split('|').length);
-    assert.match(lines[2]!, /^\| 7B \| ext4 \| warm \| penstock-cli \| 1\/1 \| 1\.000 \| 0\.900 \| 1\.100 \| 0\.500 \| 14\.00 \| not checked \|/);
+    assert.match(lines[2]!, /^\| 7B \| ext4 \| warm \| penstock-cli \| 1\/1 \| 1\.000 \| 0\.900 \| 1\.100 \| 0\.300 \| 0\.500 \| 14\.00 \| not checked \|/);
     assert.ok(lines[2]!.includes('posix-device 10 ops \\| x'));
     assert.equal(lines[2]!.split(/(?<!\\)\|/).length, lines[0]!.split('|').length);
     assert.match(lines[3]!, /\*\*2 differ, 0 missing\*\* of 10/);
