@@ -80,13 +80,13 @@ function readRecords(): (RunRecord | SetupRecord)[] {
 }
 
 const groups = plannedGroups(opts.only);
-const repsOf = (g: Group) => (g.state === 'cold' ? opts.coldRepeats : opts.repeats);
+const repsOf = (g: Group, o: BenchOptions = opts) => (g.state === 'cold' ? o.coldRepeats : o.repeats);
 
-/** Runs planned by these options and not yet in runs.jsonl. */
-function leftToRun(records: readonly RunRecord[]): number {
+/** Runs planned by `o` (the options of the run being reported) and not yet in runs.jsonl. */
+function leftToRun(records: readonly RunRecord[], o: BenchOptions): number {
   const done = new Set(records.filter((r) => r.type === 'run' && !r.untimed && !r.skipped).map((r) => `${rowKey(r)}|${r.rep}`));
   let n = 0;
-  for (const g of groups) for (const m of g.methods) for (let rep = 1; rep <= repsOf(g); rep++) if (!done.has(`${rowKey({ ...g, method: m })}|${rep}`)) n++;
+  for (const g of plannedGroups(o.only)) for (const m of g.methods) for (let rep = 1; rep <= repsOf(g, o); rep++) if (!done.has(`${rowKey({ ...g, method: m })}|${rep}`)) n++;
   return n;
 }
 
@@ -95,7 +95,8 @@ function writeReport(stopped?: string): void {
   const runs = all.filter((r): r is RunRecord => r.type === 'run');
   const setup = all.filter((r): r is SetupRecord => r.type === 'setup').pop();
   const rows = aggregate(runs);
-  const left = leftToRun(runs);
+  // --report-only reports on the run as its own options planned it.
+  const left = leftToRun(runs, opts.reportOnly && setup ? setup.options : opts);
   const cps: Partial<Record<CheckpointId, string>> = {};
   for (const c of setup?.checkpoints ?? []) cps[c.id] = `${c.id}-shaped: ${c.describe}; ${c.file}${c.tmpfsFile ? ` and ${c.tmpfsFile}` : ` (no tmpfs copy: ${c.tmpfsSkipped})`}`;
   const head = [
