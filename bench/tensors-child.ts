@@ -9,7 +9,7 @@
  * the Python peers start theirs; `--context inside` leaves it to loadTensors. When the tensors
  * are in GPU memory the child writes its ready line to file descriptor 3 (the parent's clock
  * stops there), then checks, then prints one JSON object on stdout.
- * prepared: the GPU is prepared and the file loaded once, then N loads are timed (a secondary
+ * prepared: the GPU is prepared (prepareGpu) and the file loaded once, then N loads are timed (a secondary
  * frame: what a process that already paid its set-up pays again).
  * With --reference, every tensor of the (last) load is hashed from GPU memory and compared with
  * the reference (sha256 of the file's bytes).
@@ -48,7 +48,7 @@ type TensorSet = Awaited<ReturnType<typeof p.loadTensors>>;
 function describe(set: TensorSet, loaderS: number) {
   const routes = set.routeTotals();
   const fb = set.files.find((f) => f.fallback)?.fallback;
-  return { loaderS, penstockSeconds: set.seconds, bytes: set.bytes, tensors: set.size, routes, direct: set.files.some((f) => f.direct), fallback: fb ? `${fb.code}: ${fb.message}` : undefined };
+  return { loaderS, penstockSeconds: set.seconds, bytes: set.bytes, tensors: set.size, routes, direct: set.files.some((f) => f.direct), fallback: fb ? `[${fb.code}] ${fb.message}` : undefined };
 }
 
 /** Every tensor hashed from GPU memory on worker threads, compared with the reference. */
@@ -98,7 +98,7 @@ try {
     if (o.reference) out.check = await check(set, o.reference);
     set.free();
   } else {
-    p.DeviceBuffer.alloc(1, { device: 0 }).free();
+    await p.prepareGpu(0);
     (await p.loadTensors(file, { device: 0 })).free();
     marks.prepared = now();
     const loads = [];
