@@ -213,6 +213,7 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
     };
 
     const broken = (why: ConnectionFailure): void => {
+      if (why.kind === 'proxy') return fail(why.error);
       if (why.kind === 'socket') {
         const code = why.error.code ?? '';
         // A certificate that is not trusted stays so: not worth a retry.
