@@ -288,6 +288,7 @@ function statusError(status: number, res: ResponseHead, body: string, head: bool
     const wait = parseRetryAfter(header('retry-after'));
     return err('ERR_PENSTOCK_REMOTE_UNAVAILABLE', `The server answered ${status}${named}`, true, { ...extra, ...(wait !== undefined ? { retryAfterMs: wait } : {}) });
   }
+  if (status === 407) return err('ERR_PENSTOCK_REMOTE_PROXY', 'The proxy (HTTP_PROXY) wants credentials: put them in its URL, http://user:password@proxy:port', false, extra);
   if (status === 412) return err('ERR_PENSTOCK_REMOTE_CHANGED', 'The object changed during the read (If-Match failed: its ETag is no longer the one read first)', false, extra);
   if (status >= 300 && status < 400) {
     const loc = header('location');
