@@ -196,6 +196,14 @@ describe('proxies for remote reads', () => {
     assert.ok(plain.requests.every((r) => r.headers['proxy-authorization'] === undefined));
   });
 
+  it('a proxy URL penstock cannot use is ERR_PENSTOCK_REMOTE_PROXY, not retried', async () => {
+    await assert.rejects(readVia(secure.url(), { HTTPS_PROXY: 'socks5://127.0.0.1:1080' }, { ca: cert, remoteRetries: 3 }), (e: RemoteError) => {
+      assert.equal(e.code, 'ERR_PENSTOCK_REMOTE_PROXY');
+      assert.equal(e.attempts, undefined);
+      return true;
+    });
+  });
+
   it('a proxy that is down fails as a connection error naming the proxy', async () => {
     const err = await readVia(secure.url(), { HTTPS_PROXY: 'http://127.0.0.1:9' }, { ca: cert }).catch((e: unknown) => e);
     assert.ok(err instanceof RemoteError);
