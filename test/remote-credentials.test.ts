@@ -272,4 +272,17 @@ describe('without the optional AWS SDK package', () => {
       setCredentialModuleLoader(undefined);
     }
   });
+
+  it('a package that is there but does not load is named, with a typed error', async () => {
+    setCredentialModuleLoader(() => Promise.reject(new SyntaxError('Unexpected token')));
+    try {
+      await assert.rejects(withEnv(cleanEnv(), () => readTiny()), (e: RemoteError) => {
+        assert.equal(e.code, 'ERR_PENSTOCK_REMOTE_SDK_MISSING');
+        assert.match(e.message, /does not load \(Unexpected token\)/);
+        return true;
+      });
+    } finally {
+      setCredentialModuleLoader(undefined);
+    }
+  });
 });

@@ -45,16 +45,26 @@ export function setCredentialModuleLoader(load: (() => Promise<SdkModule>) | und
 }
 
 function loadSdk(): Promise<SdkModule | undefined> {
+  if (sdkLoaded) return sdkLoaded;
   // A name in a variable: the package is optional, so the compiler must not insist on it.
   const name: string = AWS_CREDENTIAL_PACKAGE;
-  sdkLoaded ??= (sdkOverride ?? (() => import(name) as Promise<SdkModule>))().then(
+  const loading = (sdkOverride ?? (() => import(name) as Promise<SdkModule>))().then(
     (m) => (typeof m?.defaultProvider === 'function' ? m : (m as unknown as { default?: SdkModule }).default),
     (e: unknown) => {
       const code = (e as { code?: string })?.code;
       if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') return undefined;
-      throw e;
+      const why = String((e as Error)?.message ?? e).split('\n')[0]!.slice(0, 300);
+      throw new RemoteError('ERR_PENSTOCK_REMOTE_SDK_MISSING', `${AWS_CREDENTIAL_PACKAGE} is installed but does not load (${why}): reinstall it`, { cause: e });
     },
   );
+  // A failure is not kept: the next open tries again (the package may have been installed since).
+  sdkLoaded = loading.then((m) => {
+    if (!m) sdkLoaded = undefined;
+    return m;
+  }, (e: unknown) => {
+    sdkLoaded = undefined;
+    throw e;
+  });
   return sdkLoaded;
 }
 
