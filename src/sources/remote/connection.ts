@@ -11,7 +11,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import type { LookupFunction } from 'node:net';
 import { RemoteError } from './errors.js';
-import { openTunnel, proxyFor, proxySettingsFromEnv, type Proxy, type ProxySettings } from './proxy.js';
+import { absoluteForm, openTunnel, proxyFor, proxySettingsFromEnv, type Proxy, type ProxySettings } from './proxy.js';
 
 /** Bytes a connection reads from its socket at most at once (its fixed read buffer). */
 const READ_BUFFER_BYTES = 256 * 1024;
@@ -287,14 +287,6 @@ class Connection {
     this.#handler = undefined;
     h.end();
   }
-}
-
-/** A request in origin-form made one for a proxy: the full URL in its request line, and the proxy's credentials. */
-function absoluteForm(request: string, origin: string, authorization: string | undefined): string {
-  const line = request.indexOf('\r\n');
-  const [method, target, version] = request.slice(0, line).split(' ');
-  const auth = authorization ? `\r\nProxy-Authorization: ${authorization}` : '';
-  return `${method} ${origin}${target} ${version}${auth}${request.slice(line)}`;
 }
 
 /** Status line and header fields; a string saying what is wrong when they are not HTTP/1.x. */

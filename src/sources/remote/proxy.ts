@@ -123,6 +123,14 @@ export function proxyFor(url: URL, settings: ProxySettings): Proxy | undefined {
   return out;
 }
 
+/** A request in origin-form made one for a proxy: the full URL in its request line, and the proxy's credentials. */
+export function absoluteForm(request: string, origin: string, authorization: string | undefined): string {
+  const line = request.indexOf('\r\n');
+  const [method, target, version] = request.slice(0, line).split(' ');
+  const auth = authorization ? `\r\nProxy-Authorization: ${authorization}` : '';
+  return `${method} ${origin}${target} ${version}${auth}${request.slice(line)}`;
+}
+
 /** The most bytes a proxy's answer to CONNECT may take. */
 const MAX_CONNECT_HEAD = 16 * 1024;
 
