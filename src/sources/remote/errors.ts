@@ -7,7 +7,10 @@ import { PenstockError } from '../../vocabulary/errors.js';
 /** Every code a remote read can fail with, and what it means. */
 export const REMOTE_ERROR_CODES = {
   ERR_PENSTOCK_REMOTE_INVALID_URL: 'The address is not an s3://, http:// or https:// URL penstock can read',
-  ERR_PENSTOCK_REMOTE_NO_CREDENTIALS: 'An s3:// address, and no credentials in the environment or the shared files (and anonymous not asked for)',
+  ERR_PENSTOCK_REMOTE_NO_CREDENTIALS: 'An s3:// address, and no credentials in the options, the environment, the shared files or the rest of the AWS credential chain (and anonymous not asked for)',
+  ERR_PENSTOCK_REMOTE_SDK_MISSING: 'The environment or the profile names a credential source (SSO, credential_process, a role, web identity, container credentials) that needs the optional package @aws-sdk/credential-provider-node, which is not installed',
+  ERR_PENSTOCK_REMOTE_CREDENTIALS_FAILED: 'A credential source was found (SSO, credential_process, a role, web identity, container or instance metadata, a credentials function) but gave no credentials; the message says why',
+  ERR_PENSTOCK_REMOTE_PROXY: 'The proxy (HTTPS_PROXY, HTTP_PROXY) is not a usable http:// URL, or refused the connection (407: it wants credentials)',
   ERR_PENSTOCK_REMOTE_BAD_CONFIG: 'The shared AWS credentials or config file names a profile that is missing or incomplete',
   ERR_PENSTOCK_REMOTE_NOT_FOUND: 'The server answered 404: no such bucket or object',
   ERR_PENSTOCK_REMOTE_ACCESS_DENIED: 'The server answered 401 or 403 (wrong key or secret, expired or tampered presigned URL, no permission)',

@@ -213,6 +213,7 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
     };
 
     const broken = (why: ConnectionFailure): void => {
+      if (why.kind === 'proxy') return fail(why.error);
       if (why.kind === 'socket') {
         const code = why.error.code ?? '';
         // A certificate that is not trusted stays so: not worth a retry.
@@ -287,6 +288,7 @@ function statusError(status: number, res: ResponseHead, body: string, head: bool
     const wait = parseRetryAfter(header('retry-after'));
     return err('ERR_PENSTOCK_REMOTE_UNAVAILABLE', `The server answered ${status}${named}`, true, { ...extra, ...(wait !== undefined ? { retryAfterMs: wait } : {}) });
   }
+  if (status === 407) return err('ERR_PENSTOCK_REMOTE_PROXY', 'The proxy (HTTP_PROXY) wants credentials: put them in its URL, http://user:password@proxy:port', false, extra);
   if (status === 412) return err('ERR_PENSTOCK_REMOTE_CHANGED', 'The object changed during the read (If-Match failed: its ETag is no longer the one read first)', false, extra);
   if (status >= 300 && status < 400) {
     const loc = header('location');

@@ -11,7 +11,8 @@ import { AbortError, usage } from '../../vocabulary/errors.js';
 import type { Memory, ReadOptions } from '../../engine/file.js';
 import { hostRegion, isHostMemory, regionBytes } from '../../memory/host-memory.js';
 import { checkLength, checkRange, describe } from '../../vocabulary/validate.js';
-import { resolveS3Config, type CredentialSource, type S3Options } from './credentials.js';
+import type { CredentialSource, S3Options } from './credentials.js';
+import { resolveS3Access, type CredentialFeed } from './credential-chain.js';
 import { RemoteError } from './errors.js';
 import { headerProblem } from './connection.js';
 import { ConnectionPool, requestRange, type BodySink, type ObjectIdentity, type RangeRequest } from './http.js';
@@ -82,10 +83,11 @@ export class RemoteObject {
   readonly #inflight = new Set<Promise<unknown>>();
   #staging: StagingSlots | undefined;
   readonly #parse: ParseWorkers | undefined;
+  readonly #refresh: (() => Promise<void>) | undefined;
   #closing: Promise<void> | undefined;
 
   /** @internal Use {@link openRemote}. */
-  constructor(init: { name: string; info: RemoteInfo; size: number; identity: ObjectIdentity; settings: ResolvedRemoteSettings; pool: ConnectionPool; request: (start: number, end: number) => RangeRequest; parse?: ParseWorkers }) {
+  constructor(init: { name: string; info: RemoteInfo; size: number; identity: ObjectIdentity; settings: ResolvedRemoteSettings; pool: ConnectionPool; request: (start: number, end: number) => RangeRequest; parse?: ParseWorkers; refresh?: () => Promise<void> }) {
     this.name = init.name;
     this.info = init.info;
     this.#size = init.size;
@@ -94,6 +96,7 @@ export class RemoteObject {
     this.#pool = init.pool;
     this.#request = init.request;
     this.#parse = init.parse;
+    this.#refresh = init.refresh;
   }
 
   /** Alias of {@link name}, so code written for files can print either. */
@@ -300,6 +303,8 @@ export class RemoteObject {
     const worker = async () => {
       while (next < pieces.length && !inner.signal.aborted) {
         const p = pieces[next++]!;
+        // Credentials that expire are renewed before they do (a read can outlast them).
+        await this.#refresh?.();
         if (inWorker && this.#parse) {
           await this.#parse.run({ start: p.start, end: p.end, ...inWorker(p) }, counts, inner.signal);
           done += p.end - p.start;
@@ -361,12 +366,15 @@ export async function openRemote(url: string, options: OpenRemoteOptions = {}): 
   const settings = remoteSettings(settingsOf(options), options.lookup !== undefined);
   if (options.lookup && settings.remoteWorkers > 0)
     throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', "lookup (a function) cannot reach worker threads: use it with remoteWorkers 0 or 'auto'");
+  const access = addr.kind === 's3' ? await resolveS3Access(options) : undefined;
   const pool = new ConnectionPool(settings.remoteConcurrency, options.lookup, options.ca);
+  let feed: CredentialFeed | undefined;
   let spec: RequestSpec;
   let info: Omit<RemoteInfo, 'sizeFrom' | 'parseWorkers'>;
   let name: string;
   if (addr.kind === 's3') {
-    const cfg = resolveS3Config(options);
+    const cfg = access!.config;
+    feed = access!.feed;
     const target = s3ObjectUrl(addr.bucket, addr.key, cfg);
     const creds = cfg.credentials;
     name = `s3://${addr.bucket}/${addr.key}`;
@@ -408,8 +416,10 @@ export async function openRemote(url: string, options: OpenRemoteOptions = {}): 
   } finally {
     globalRemoteStats.recordProbe(counts.requests);
   }
-  const parse = settings.remoteWorkers > 0 ? new ParseWorkers(settings.remoteWorkers, { spec, identity, settings, ...(options.ca ? { ca: options.ca } : {}) }, name) : undefined;
-  return new RemoteObject({ name, info: { ...info, sizeFrom, parseWorkers: settings.remoteWorkers }, size: identity.size, identity, settings, pool, request: (s, e) => request(s, e), ...(parse ? { parse } : {}) });
+  const parse = settings.remoteWorkers > 0 ? new ParseWorkers(settings.remoteWorkers, { spec, identity, settings, proxy: pool.proxy, ...(options.ca ? { ca: options.ca } : {}) }, name) : undefined;
+  const s3 = spec.s3;
+  const refresh = feed && s3 ? async () => void (s3.credentials = await feed.current()) : undefined;
+  return new RemoteObject({ name, info: { ...info, sizeFrom, parseWorkers: settings.remoteWorkers }, size: identity.size, identity, settings, pool, request: (s, e) => request(s, e), ...(parse ? { parse } : {}), ...(refresh ? { refresh } : {}) });
 }
 
 function settingsOf(o: OpenRemoteOptions): Partial<RemoteSettings> {
