@@ -48,7 +48,7 @@ export interface RemoteInfo {
   /** The request URL, redacted (no query string, no user info): after redirects, the final one. */
   url: string;
   /** Redirects followed when the object was opened (http(s):// only). */
-  redirects: number;
+  redirects?: number;
   /** Whether requests carry a SigV4 signature (headers for s3://, the URL's own for presigned). */
   signed: boolean;
   /** For s3://: where the credentials came from, the region and the addressing used. */
@@ -377,7 +377,7 @@ export async function openRemote(url: string, options: OpenRemoteOptions = {}): 
     const creds = cfg.credentials;
     name = `s3://${addr.bucket}/${addr.key}`;
     const virtual = target.hostname.startsWith(`${addr.bucket}.`) && !target.pathname.startsWith(`/${addr.bucket}/`);
-    info = { kind: 's3', url: redactUrl(target), signed: creds !== undefined, credentialSource: cfg.credentialSource, region: cfg.region, addressing: virtual ? 'virtual' : 'path', redirects: 0 };
+    info = { kind: 's3', url: redactUrl(target), signed: creds !== undefined, credentialSource: cfg.credentialSource, region: cfg.region, addressing: virtual ? 'virtual' : 'path' };
     spec = { url: target.href, ...(creds ? { s3: { credentials: creds, region: cfg.region } } : {}) };
   } else {
     // User info in the URL becomes Basic authentication (unless the headers carry an
