@@ -76,6 +76,8 @@ describe('shard names that leave the index folder or origin', () => {
     'file:x.safetensors',
     'file:///etc/passwd',
     'a\u0000b.safetensors',
+    'x.safetensors?../../secret/a.safetensors',
+    'x.safetensors#frag',
   ];
 
   let n = 0;

@@ -47,6 +47,8 @@ function placeShard(indexLocation: string, shard: string): { location: string } 
   if (path.isAbsolute(shard) || isUrl(shard) || shard.split(/[\\/]/).includes('..')) return outside;
   // A name with a scheme (`file:x`, `https:host/x`) would be read as an address of its own.
   if (isRemoteUrl(indexLocation) && /^[a-z][a-z0-9+.-]*:/i.test(shard)) return outside;
+  // Beside a URL, `?` and `#` would start a query or fragment and name another file than the index does.
+  if (/^https?:/i.test(indexLocation) && /[?#]/.test(shard)) return { why: `the shard name ${JSON.stringify(shard)} holds ? or #, which a URL takes for a query or fragment (write them %3F and %23)` };
   try {
     return { location: resolveInside(indexLocation, shard) };
   } catch {
