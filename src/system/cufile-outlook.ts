@@ -19,15 +19,8 @@ export interface CuFileDirectPathFacts {
   config: { path: string; found: boolean };
 }
 
-let root = new SysRoot('/');
-
-/** @internal Reads the facts under another root (a recorded machine, in tests). */
-export function useSystemRoot(base: string): void {
-  root = new SysRoot(base);
-}
-
-/** The facts of this machine (or of the root set by {@link useSystemRoot}, or of `on`). */
-export function cufileDirectPathFacts(env: NodeJS.ProcessEnv = process.env, on: SysRoot = root): CuFileDirectPathFacts {
+/** The facts of the machine under `on` (a recorded machine's root, or `/`). */
+export function cufileDirectPathFacts(env: NodeJS.ProcessEnv, on: SysRoot): CuFileDirectPathFacts {
   const cfg = readCuFileConfig(on, env);
   const envForce = envFlag(env, 'CUFILE_FORCE_COMPAT_MODE');
   const forcedCompat = envForce === true ? 'CUFILE_FORCE_COMPAT_MODE' : envForce === undefined && cfg.forceCompatMode ? `properties.force_compat_mode in ${cfg.path}` : undefined;
