@@ -78,6 +78,18 @@ describe('an object replaced mid-read', () => {
     await assert.rejects(obj.read(Buffer.alloc(v1.length)), { code: 'ERR_PENSTOCK_REMOTE_CHANGED' });
   });
 
+  it('the same holds for reads made by worker threads', async () => {
+    let n = 0;
+    const s = await serve((req, socket) => {
+      const data = n++ === 0 ? v1 : v2;
+      const { first, last } = rangeOf(req, data.length);
+      socket.write(partialHead(first, last, data.length, n === 1 ? ['ETag: "v1"'] : []));
+      socket.write(data.subarray(first, last + 1));
+    });
+    await using obj = await openRemote(s.url(), { ...opts, remoteWorkers: 2 });
+    await assert.rejects(obj.read(new Uint8Array(new SharedArrayBuffer(v1.length))), { code: 'ERR_PENSTOCK_REMOTE_CHANGED' });
+  });
+
   it('a same-version answer with the same ETag reads the right bytes', async () => {
     const s = await serve(ranges(v1));
     await using obj = await openRemote(s.url(), opts);
