@@ -4,17 +4,20 @@
  * lies, kept inside the folder it was found in.
  */
 import path from 'node:path';
-import { open } from '../engine/file.js';
+import { open, type PenstockFile } from '../engine/file.js';
 import { RemoteError } from './remote/errors.js';
-import { openRemote, type OpenRemoteOptions } from './remote/source.js';
+import { openRemote, type OpenRemoteOptions, type RemoteObject } from './remote/source.js';
 import { isRemoteUrl, parseRemoteUrl, redactText, redactUrl } from './remote/url.js';
 import type { Source } from './source.js';
 
 /** What files and remote objects both offer to a reader: the one {@link Source} interface. */
 export type ReadSource = Source;
 
-/** Opens `s3://…` and `http(s)://…` with {@link openRemote}, anything else as a file for reading. */
-export async function openSource(pathOrUrl: string, remoteOptions: OpenRemoteOptions = {}): Promise<Source> {
+/**
+ * Opens `s3://…` and `http(s)://…` with {@link openRemote}, anything else as a file for reading;
+ * either is a {@link Source}.
+ */
+export async function openSource(pathOrUrl: string, remoteOptions: OpenRemoteOptions = {}): Promise<PenstockFile | RemoteObject> {
   return isRemoteUrl(pathOrUrl) ? openRemote(pathOrUrl, remoteOptions) : open(pathOrUrl, 'r');
 }
 
