@@ -41,7 +41,10 @@ export class RawServer {
           const headers: Record<string, string> = {};
           for (const line of lines.slice(1)) {
             const c = line.indexOf(':');
-            headers[line.slice(0, c).toLowerCase()] = line.slice(c + 1).trim();
+            const name = line.slice(0, c).toLowerCase();
+            const value = line.slice(c + 1).trim();
+            // Repeated fields joined, as Node's own server does, so that a repeat shows.
+            headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
           }
           const req = { method, target, headers };
           this.requests.push(req);

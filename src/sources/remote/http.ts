@@ -104,6 +104,7 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
       if (identity.etag !== undefined && !identity.etag.startsWith('W/')) headers['If-Match'] = identity.etag;
       // Ranges must be of the object's own bytes, not of a compressed form of it. Added after
       // signing: a header that is not signed is allowed beside the signed ones.
+      for (const k of Object.keys(headers)) if (k.toLowerCase() === 'accept-encoding') delete headers[k];
       headers['Accept-Encoding'] = 'identity';
       text = requestText(req.method, req.url, headers);
     } catch (e) {
