@@ -12,7 +12,6 @@ import { predict, verdictLine } from './predict.js';
 import { predictShape, shapeLine } from './shape.js';
 import { judgeProbe, runProbe } from './probe.js';
 import { SysRoot } from '../system/sysfs.js';
-import { fromEnvironment } from '../settings/config.js';
 import { ROUTE_RANK } from '../vocabulary/reasons.js';
 import { checkLength } from '../vocabulary/validate.js';
 import type { Route } from '../engine/stats.js';
@@ -53,15 +52,6 @@ function disagreement(probe: ProbeResult, prediction: Prediction): string {
   return `${head}: cuFile staged the data although nothing checked here stands in the way; set logging.level to INFO in cufile.json and read cufile.log`;
 }
 
-/** The `systemRoot` setting as the environment gives it (`/` where it does not, or gives it wrongly). */
-function systemRootOf(env: NodeJS.ProcessEnv): string {
-  try {
-    return fromEnvironment(env).systemRoot ?? '/';
-  } catch {
-    return '/';
-  }
-}
-
 /**
  * Examines the platform and each path (default: the current directory) and predicts the route
  * of device reads; with `probe`, also measures it in a child process.
@@ -72,8 +62,8 @@ export async function diagnose(paths: string[] = [], options: DiagnoseOptions = 
     if (options.shape.size !== undefined) checkLength(options.shape.size, 'shape.size');
     if (options.shape.targetOffset !== undefined) checkLength(options.shape.targetOffset, 'shape.targetOffset');
   }
+  const root = new SysRoot(options.root ?? '/');
   const env = options.env ?? process.env;
-  const root = new SysRoot(options.root ?? systemRootOf(env));
   const facts = options.facts ?? liveFacts();
   const { checks: platform, state } = inspectPlatform(root, facts, env);
   const reports: PathReport[] = [];

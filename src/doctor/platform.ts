@@ -4,12 +4,13 @@
  */
 import zlib from 'node:zlib';
 import { defaults, formatSize, fromEnvironment, type CompatMode } from '../settings/config.js';
+import type { Settings } from '../settings/table.js';
 import { cudaProblem as describeCudaProblem, cufileUnavailableReason, compatModeOn } from '../vocabulary/reasons.js';
 import { cufileSettingsCheck, driverStackChecks, nvidiaKernelModule, p2pdmaReadiness } from './driver-stack.js';
 import { envFlag, readCuFileConfig, type CuFileConfig } from '../system/cufile-json.js';
 import { ioUringCheck } from './io-uring.js';
 import { bar1Bytes, locate, normalizeBdf, pciDevicePath } from './pci.js';
-import type { SysRoot } from '../system/sysfs.js';
+import { SysRoot } from '../system/sysfs.js';
 import { cufileDirectPathFacts } from '../system/cufile-outlook.js';
 import { planCuFileOpen } from '../plan/cufile-open.js';
 import type { Check, GpuState, PlatformFacts, PlatformState } from './types.js';
@@ -127,7 +128,9 @@ export function inspectPlatform(root: SysRoot, facts: PlatformFacts, env: NodeJS
   const propsNvfs = props && (props.nvfsMajor || props.nvfsMinor) ? `${props.nvfsMajor}.${props.nvfsMinor}` : undefined;
   // The plan comes first, as in a file's routing: where penstock would not open cuFile's driver,
   // that is the reason its reads are staged, whatever the driver would have said.
-  const openPlan = planCuFileOpen(penstockCompatMode(env), cufileDirectPathFacts(env, root));
+  // On the live system the facts are read where penstock's loads read them (the systemRoot setting).
+  const factsRoot = root.base === '/' ? new SysRoot(penstockSetting(env, 'systemRoot') ?? '/') : root;
+  const openPlan = planCuFileOpen(penstockSetting(env, 'compatMode') ?? 'auto', cufileDirectPathFacts(env, factsRoot));
   const unavailable = openPlan.open === 'never' && openPlan.reason.code !== 'COMPAT_MODE_ON' ? undefined : cufileUnavailableReason(cufile, cudaProblem);
   const cufileProblem: PlatformState['cufileProblem'] =
     openPlan.open === 'never' && openPlan.reason.code !== 'COMPAT_MODE_ON'
@@ -306,12 +309,12 @@ function configCheck(cfg: CuFileConfig): Check {
   };
 }
 
-/** penstock's compatMode as the environment sets it ('auto' where it does not, or sets it wrongly). */
-function penstockCompatMode(env: NodeJS.ProcessEnv): CompatMode {
+/** A setting as the environment gives it (undefined where it does not, or gives it wrongly). */
+function penstockSetting<K extends 'compatMode' | 'systemRoot'>(env: NodeJS.ProcessEnv, key: K): Settings[K] | undefined {
   try {
-    return fromEnvironment(env).compatMode ?? 'auto';
+    return fromEnvironment(env)[key];
   } catch {
-    return 'auto';
+    return undefined;
   }
 }
 
