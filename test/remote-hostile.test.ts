@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import zlib from 'node:zlib';
 import { after, describe, it } from 'node:test';
-import { openRemote, RemoteError } from '../src/index.js';
+import { loadTensors, openRemote, RemoteError } from '../src/index.js';
 import { pattern } from './helpers.js';
 import { partialHead, rangeOf, RawServer, type RawHandler } from './raw-http-server.js';
 
@@ -184,5 +184,19 @@ describe('bodies that do not end', () => {
     } finally {
       for (const t of timers) clearInterval(t);
     }
+  });
+});
+
+describe('a server that accepts and never answers', () => {
+  it('openRemote and loadTensors end when their signal fires, not after timeouts and retries', { timeout: 20_000 }, async () => {
+    const s = await serve(() => undefined);
+    const slow = { remoteTimeoutMs: 60_000, remoteRetries: 3 };
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(new Error('enough')), 100);
+    await assert.rejects(openRemote(s.url(), { ...opts, ...slow, signal: ac.signal }), { code: 'ABORT_ERR' });
+    const ac2 = new AbortController();
+    setTimeout(() => ac2.abort(new Error('enough')), 100);
+    // With the default settings, the probe alone would wait 30 s per attempt, six attempts.
+    await assert.rejects(loadTensors(s.url('/model.safetensors'), { host: true, signal: ac2.signal }), { code: 'ABORT_ERR' });
   });
 });

@@ -9,6 +9,7 @@ import { NPY_MAGIC, NPY_PREFIX_BYTES, npyHeaderLength, parseNpyHeader } from '..
 import { headerLengthOf, parseSafetensorsHeader } from '../formats/safetensors.js';
 import { MAX_INDEX_BYTES, parseShardedIndex, type ShardedIndex } from '../formats/sharded-index.js';
 import { openAnySource, readBytes, type SourceOpener, type TensorSource } from './source.js';
+import { openSource } from '../sources/open-source.js';
 
 /** A tensor in its file. */
 export interface FileTensor {
@@ -75,7 +76,9 @@ const FIRST_READ = 64 * 1024;
  * {@link TensorFormatError} for anything malformed, with every source closed again.
  */
 export async function describeCheckpoint(input: CheckpointInput, options: DescribeOptions = {}): Promise<Checkpoint> {
-  const opener = options.openSource ?? openAnySource;
+  // The default opener hears the signal too: opening a remote object waits for its server.
+  const signal = options.signal;
+  const opener = options.openSource ?? (signal ? (l: string) => openSource(l, { signal }) : openAnySource);
   const items = (Array.isArray(input) ? input : [input]) as (string | TensorSource)[];
   const opened: TensorSource[] = [];
   try {

@@ -39,6 +39,8 @@ export interface OpenRemoteOptions extends S3Options, Partial<RemoteSettings> {
   lookup?: LookupFunction;
   /** PEM certificates to trust for https:// besides the system's (a private CA). */
   ca?: string;
+  /** Cancels the open (its size probe and redirects): the Promise then rejects with an AbortError. */
+  signal?: AbortSignal;
 }
 
 /** How a remote object is reached (nothing secret). */
@@ -364,6 +366,9 @@ export class RemoteObject implements Source {
  */
 export async function openRemote(url: string, options: OpenRemoteOptions = {}): Promise<RemoteObject> {
   const addr = parseRemoteUrl(url);
+  const signal = options.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'signal must be an AbortSignal');
+  if (signal?.aborted) throw new AbortError(undefined, { cause: signal.reason });
   const settings = remoteSettings(settingsOf(options), options.lookup !== undefined);
   if (options.lookup && settings.remoteWorkers > 0)
     throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', "lookup (a function) cannot reach worker threads: use it with remoteWorkers 0 or 'auto'");
@@ -419,8 +424,8 @@ export async function openRemote(url: string, options: OpenRemoteOptions = {}): 
   });
   const identity: ObjectIdentity = {};
   const counts: Attempts = { requests: 0, retries: 0 };
-  const retry = { retries: settings.remoteRetries, baseMs: settings.remoteRetryBaseMs, counts };
-  const limits = { timeoutMs: settings.remoteTimeoutMs };
+  const retry = { retries: settings.remoteRetries, baseMs: settings.remoteRetryBaseMs, counts, ...(signal ? { signal } : {}) };
+  const limits = { timeoutMs: settings.remoteTimeoutMs, ...(signal ? { signal } : {}) };
   let sizeFrom: RemoteInfo['sizeFrom'];
   try {
     // HEAD for S3 (the usual way, and a wrong region answers it with the bucket's region); a
