@@ -13,6 +13,7 @@ import { closeCheckpoint, describeCheckpoint, type Checkpoint, type CheckpointIn
 import { formatError } from '../formats/errors.js';
 import { planLoad, type LoadPlan, type RowShard, type Span, type TensorFilter } from './load-plan.js';
 import type { SourceOpener } from './source.js';
+import { isRemoteRecord } from '../sources/source.js';
 import { TensorSet, type FileLoadRecord, type SlabPlace } from './tensor-set.js';
 
 /** Options of {@link loadTensors}. */
@@ -143,8 +144,14 @@ async function readSpan(cp: Checkpoint, span: Span, target: Memory, rec: FileLoa
   const src = cp.files[span.file]!.source;
   const opts = { fileOffset: span.fileOffset, size: span.size, targetOffset: span.slabOffset, signal, onProgress };
   let bytes: number;
-  if (src.readRecorded) {
-    const r: OpRecord = await src.readRecorded(target, opts);
+  const recorded = src.readRecorded ? await src.readRecorded(target, opts) : undefined;
+  if (recorded && isRemoteRecord(recorded)) {
+    // A remote read's operations are its HTTP requests (retries included).
+    bytes = recorded.bytes;
+    add(rec, recorded.route, recorded.requests, bytes);
+    rec.ops += recorded.requests;
+  } else if (recorded) {
+    const r: OpRecord = recorded;
     bytes = r.bytes;
     const staged = r.mapped ? r.tasks - r.mapped.tasks : r.tasks;
     const stagedBytes = r.mapped ? r.bytes - r.mapped.bytes : r.bytes;

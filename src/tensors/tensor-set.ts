@@ -6,6 +6,7 @@ import { DeviceBuffer } from '../memory/device-buffer.js';
 import { PinnedBuffer } from '../memory/pinned-buffer.js';
 import type { RouteReason } from '../engine/routing.js';
 import type { Route } from '../engine/stats.js';
+import type { RemoteRoute } from '../sources/remote/stats.js';
 import type { Dtype } from '../formats/dtypes.js';
 import { formatError } from '../formats/errors.js';
 import type { PlannedTensor } from './load-plan.js';
@@ -47,12 +48,12 @@ export interface FileLoadRecord {
   path: string;
   /** Engine operations (one per span read). */
   operations: number;
-  /** Tasks over those operations (the engine's unit, `taskSize` each). */
+  /** Tasks over those operations (the engine's unit, `taskSize` each; for remote sources, HTTP requests). */
   ops: number;
   /** Bytes read from this file (tensor bytes plus coalesced gaps). */
   bytes: number;
   /** Tasks and bytes per route that carried them. */
-  routes: Partial<Record<Route, { ops: number; bytes: number }>>;
+  routes: Partial<Record<Route | RemoteRoute, { ops: number; bytes: number }>>;
   /** Why device reads of this file did not go through cuFile (when they did not). */
   fallback?: RouteReason;
   /** Why part of a warm read could not be copied from the page cache directly. */
@@ -154,10 +155,10 @@ export class TensorSet {
   }
 
   /** Tasks and bytes per route over every file. */
-  routeTotals(): Partial<Record<Route, { ops: number; bytes: number }>> {
-    const out: Partial<Record<Route, { ops: number; bytes: number }>> = {};
+  routeTotals(): Partial<Record<Route | RemoteRoute, { ops: number; bytes: number }>> {
+    const out: Partial<Record<Route | RemoteRoute, { ops: number; bytes: number }>> = {};
     for (const f of this.files)
-      for (const [r, c] of Object.entries(f.routes) as [Route, { ops: number; bytes: number }][]) {
+      for (const [r, c] of Object.entries(f.routes) as [Route | RemoteRoute, { ops: number; bytes: number }][]) {
         const t = (out[r] ??= { ops: 0, bytes: 0 });
         t.ops += c.ops;
         t.bytes += c.bytes;

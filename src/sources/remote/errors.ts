@@ -25,7 +25,9 @@ export const REMOTE_ERROR_CODES = {
   ERR_PENSTOCK_REMOTE_BAD_RANGE: 'The Content-Range of a response is missing, malformed or not the range asked for',
   ERR_PENSTOCK_REMOTE_SHORT_BODY: 'A body ended before the bytes its Content-Range promised, each time, until the retries ran out',
   ERR_PENSTOCK_REMOTE_LONG_BODY: 'A body held more bytes than its Content-Range said',
-  ERR_PENSTOCK_REMOTE_CHANGED: 'The object changed during the read (its ETag or Last-Modified differed between ranges, or If-Match failed)',
+  ERR_PENSTOCK_REMOTE_CHANGED: 'The object changed during the read (its ETag, Last-Modified or size differed between answers, an answer came without the validator the object was opened with, or If-Match failed)',
+  ERR_PENSTOCK_REMOTE_ENCODED: 'The server answered with a Content-Encoding (gzip, br, …) although penstock asks for the object\'s own bytes (Accept-Encoding: identity)',
+  ERR_PENSTOCK_REMOTE_BAD_HEADER: 'A response header holds what penstock cannot use: an ETag with control characters, a byte count that is not a safe integer',
   ERR_PENSTOCK_REMOTE_NO_SIZE: 'The server told neither Content-Length nor Content-Range, so the object size is unknown',
   ERR_PENSTOCK_REMOTE_CLOSED: 'The remote object was closed',
 } as const;

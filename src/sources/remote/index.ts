@@ -9,3 +9,4 @@ export { RemoteError, REMOTE_ERROR_CODES, type RemoteErrorCode } from './errors.
 export { type RemoteSettings } from './settings.js';
 export { remoteStats, resetRemoteStats, REMOTE_ROUTES, type RemoteRoute, type RemoteRouteCounters, type RemoteStatsSnapshot } from './stats.js';
 export { openSource, resolveBeside, type ReadSource } from '../open-source.js';
+export type { Source, SourceRecord } from '../source.js';
