@@ -41,6 +41,8 @@ export const TENSOR_ERROR_CODES = {
   ERR_PENSTOCK_NPY_BAD_MAGIC: 'The file does not start with the .npy magic string.',
   ERR_PENSTOCK_NPY_BAD_VERSION: 'The .npy format version is not 1.0, 2.0 or 3.0.',
   ERR_PENSTOCK_NPY_TRUNCATED: 'The .npy file ends inside its header or its data.',
+  ERR_PENSTOCK_NPY_HEADER_TOO_LARGE: "The .npy header length is beyond 10 000 bytes (numpy's own default limit); refused before it is read.",
+  ERR_PENSTOCK_NPY_TOO_DEEP: 'The .npy header dictionary nests brackets deeper than any dtype or shape needs.',
   ERR_PENSTOCK_NPY_BAD_HEADER: 'The .npy header is not the dictionary literal the format defines.',
   ERR_PENSTOCK_NPY_UNSUPPORTED_DTYPE: 'The .npy dtype is not a plain numeric or boolean type (structured, object, string).',
   ERR_PENSTOCK_NPY_BIG_ENDIAN: 'The .npy data is big-endian, which penstock refuses rather than deliver swapped bytes.',

@@ -91,13 +91,13 @@ export async function describeCheckpoint(input: CheckpointInput, options: Descri
         locations.push(...index.shards);
       } else locations.push(item);
     }
-    const sources = await Promise.all(
-      locations.map(async (loc) => {
-        const s = typeof loc === 'string' ? await opener(loc) : loc;
-        if (typeof loc === 'string') opened.push(s);
-        return s;
-      }),
-    );
+    // Every open is waited for, failed or not, so that the files opened beside one that failed
+    // are known here and closed below (a rejection seen early would leave later opens unclosed).
+    const settled = await Promise.allSettled(locations.map(async (loc) => (typeof loc === 'string' ? { s: await opener(loc), own: true } : { s: loc, own: false })));
+    for (const r of settled) if (r.status === 'fulfilled' && r.value.own) opened.push(r.value.s);
+    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    const sources = settled.map((r) => (r as PromiseFulfilledResult<{ s: TensorSource }>).value.s);
     const files = await Promise.all(sources.map((s, i) => describeFile(s, i, options.signal)));
     const tensors = new Map<string, FileTensor>();
     for (const f of files)

@@ -6,6 +6,9 @@
  */
 import { dtypeBits, type Dtype } from '../formats/dtypes.js';
 import { formatError } from '../formats/errors.js';
+import { usage } from '../vocabulary/errors.js';
+import { describe, isLength } from '../vocabulary/validate.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
 import type { Checkpoint, FileTensor } from './checkpoint.js';
 
 /** Which tensors to load: names, a name prefix, or a predicate over the name. */
@@ -80,11 +83,13 @@ export interface PlanOptions {
 
 /** Plans a load of a described checkpoint. */
 export function planLoad(cp: Checkpoint, options: PlanOptions = {}): LoadPlan {
+  checkOptionKeys('planLoad', options);
   const chosen = select(cp, options.filter);
   const rows = options.rows;
   if (rows && (!Number.isInteger(rows.count) || rows.count < 1 || !Number.isInteger(rows.index) || rows.index < 0 || rows.index >= rows.count))
     throw formatError('ERR_PENSTOCK_TENSOR_ROW_SPLIT', `row shard ${rows.index} of ${rows.count} is not a shard (0 ≤ index < count, both integers)`);
   const gap = options.coalesceGap ?? 1 << 20;
+  if (!isLength(gap)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `coalesceGap must be a non-negative integer, got ${describe(gap)}`);
   const regions = chosen.map((t) => region(t, rows));
   const tensors: PlannedTensor[] = [];
   const spans: Span[] = [];
@@ -129,8 +134,8 @@ function select(cp: Checkpoint, filter: TensorFilter | undefined): FileTensor[] 
     const wanted = new Set(names);
     return all.filter((t) => wanted.has(t.name));
   }
-  const prefix = (filter as { prefix: string }).prefix;
-  if (typeof prefix !== 'string') throw formatError('ERR_PENSTOCK_TENSOR_NOT_FOUND', 'a filter is a list of names, { prefix } or a function of the name');
+  const prefix = typeof filter === 'object' && filter !== null ? (filter as { prefix: unknown }).prefix : undefined;
+  if (typeof prefix !== 'string') throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `a filter is a list of names, { prefix } or a function of the name, got ${describe(filter)}`);
   return all.filter((t) => t.name.startsWith(prefix));
 }
 

@@ -5,10 +5,12 @@
  */
 import { DeviceBuffer } from '../memory/device-buffer.js';
 import { AbortError, usage } from '../vocabulary/errors.js';
+import { describe, isLength } from '../vocabulary/validate.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
 import type { Memory } from '../engine/file.js';
 import { PinnedBuffer } from '../memory/pinned-buffer.js';
 import type { OpRecord } from '../engine/stats.js';
-import { closeCheckpoint, describeCheckpoint, type Checkpoint, type CheckpointInput } from './checkpoint.js';
+import { describeCheckpoint, type Checkpoint, type CheckpointInput } from './checkpoint.js';
 import { formatError } from '../formats/errors.js';
 import { planLoad, type LoadPlan, type RowShard, type Span, type TensorFilter } from './load-plan.js';
 import type { SourceOpener } from './source.js';
@@ -43,11 +45,12 @@ export interface LoadTensorsOptions {
  */
 export async function loadTensors(input: CheckpointInput, options: LoadTensorsOptions = {}): Promise<TensorSet> {
   const t0 = performance.now();
+  checkLoadOptions(options);
   const signal = options.signal;
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'signal must be an AbortSignal');
   if (signal?.aborted) throw new AbortError(undefined, { cause: signal.reason });
   const cp = await describeCheckpoint(input, { openSource: options.openSource, signal });
-  const ownsSources = (Array.isArray(input) ? input : [input]).every((x) => typeof x === 'string');
+  // Sources given directly stay open; the files opened here for paths are closed at the end.
+  const given = new Set((Array.isArray(input) ? input : [input]).filter((x) => typeof x !== 'string'));
   try {
     const plan = planLoad(cp, { filter: options.filter, rows: options.rows, coalesceGap: options.coalesceGap });
     const place: SlabPlace = options.host ? { kind: 'host', pinned: options.host === 'pinned' } : { kind: 'device', device: options.device ?? 0 };
@@ -69,8 +72,34 @@ export async function loadTensors(input: CheckpointInput, options: LoadTensorsOp
       throw err;
     }
   } finally {
-    if (ownsSources) await closeCheckpoint(cp);
+    await Promise.allSettled(cp.files.filter((f) => !given.has(f.source)).map((f) => f.source.close()));
   }
+}
+
+/**
+ * Every option is checked before a file is opened: a value of the wrong type would otherwise
+ * surface late (a NaN concurrency started no reads at all, a numeric onProgress threw inside
+ * the engine's callback).
+ */
+function checkLoadOptions(o: LoadTensorsOptions): void {
+  checkOptionKeys('loadTensors', o);
+  const bad = (name: string, wants: string, v: unknown) => usage('ERR_PENSTOCK_INVALID_ARGUMENT', `loadTensors() option ${name} must be ${wants}, got ${describe(v)}`);
+  const { device, host, concurrency, coalesceGap, filter, rows, openSource, signal, onProgress } = o;
+  if (device !== undefined && !isLength(device)) throw bad('device', 'a GPU ordinal (a non-negative integer)', device);
+  if (host !== undefined && typeof host !== 'boolean' && host !== 'pinned') throw bad('host', "true, false or 'pinned'", host);
+  if (concurrency !== undefined && !(isLength(concurrency) && concurrency >= 1)) throw bad('concurrency', 'a positive integer', concurrency);
+  if (coalesceGap !== undefined && !isLength(coalesceGap)) throw bad('coalesceGap', 'a non-negative integer (bytes)', coalesceGap);
+  if (filter !== undefined) {
+    const ok =
+      typeof filter === 'function' ||
+      (Array.isArray(filter) && filter.every((n) => typeof n === 'string')) ||
+      (typeof filter === 'object' && filter !== null && !Array.isArray(filter) && typeof (filter as { prefix?: unknown }).prefix === 'string');
+    if (!ok) throw bad('filter', 'a list of tensor names, { prefix: string } or a function of the name', filter);
+  }
+  if (rows !== undefined && (rows === null || typeof rows !== 'object')) throw bad('rows', '{ index, count }', rows);
+  if (openSource !== undefined && typeof openSource !== 'function') throw bad('openSource', 'a function', openSource);
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw bad('signal', 'an AbortSignal', signal);
+  if (onProgress !== undefined && typeof onProgress !== 'function') throw bad('onProgress', 'a function', onProgress);
 }
 
 function allocateSlab(place: SlabPlace, bytes: number): { slab: DeviceBuffer | Uint8Array; pinned?: PinnedBuffer } {
