@@ -10,6 +10,7 @@ import { parseIpcHandle, type IpcHandle } from './format.js';
 import { contiguousStrides, dtypeBits, isDtype } from '../formats/dtypes.js';
 import { TensorSet, type TensorLayoutEntry } from '../tensors/tensor-set.js';
 import { describe } from '../vocabulary/validate.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
 
 /** The `type` every tensor manifest carries. */
 export const TENSOR_MANIFEST_TYPE = 'penstock.tensor-manifest';
@@ -212,6 +213,7 @@ export function exportTensorSet(set: TensorSet, options: ExportTensorSetOptions 
     throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `exportTensorSet needs a TensorSet (from loadTensors), got ${describe(set)}`);
   if (options === null || typeof options !== 'object')
     throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `exportTensorSet options must be an object, got ${describe(options)}`);
+  checkOptionKeys('exportTensorSet', options);
   const slab = set.slab;
   if (!(slab instanceof DeviceBuffer))
     throw usage('ERR_PENSTOCK_IPC_NOT_EXPORTABLE', 'This tensor set is in host memory; CUDA IPC hands on GPU memory (load it without `host`)');

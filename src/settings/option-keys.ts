@@ -49,8 +49,9 @@ export function checkOptionKeys(fn: OptionsOf, options: unknown): void {
   const known: readonly string[] = OPTION_KEYS[fn];
   for (const key in options) {
     if (!Object.hasOwn(options, key) || known.includes(key)) continue;
-    // A near spelling, else a longer key that holds this one (`offset` for `fileOffset`).
-    const near = suggest(key, known) ?? (key.length >= 3 ? known.find((k) => k.toLowerCase().includes(key.toLowerCase())) : undefined);
+    // A near spelling, else a key that holds this one or is held by it (`offset` ↔ `fileOffset`).
+    const lower = key.toLowerCase();
+    const near = suggest(key, known) ?? (key.length >= 3 ? known.find((k) => k.toLowerCase().includes(lower) || lower.includes(k.toLowerCase())) : undefined);
     throw usage(
       'ERR_PENSTOCK_UNKNOWN_OPTION',
       `${fn}() has no option '${key}'${near ? ` (did you mean '${near}'?)` : ''}; its options are ${known.join(', ')}`,

@@ -8,6 +8,9 @@ import { formatError } from '../formats/errors.js';
 import { NPY_MAGIC, NPY_PREFIX_BYTES, npyHeaderLength, parseNpyHeader } from '../formats/npy.js';
 import { headerLengthOf, parseSafetensorsHeader } from '../formats/safetensors.js';
 import { parseShardedIndex, type ShardedIndex } from '../formats/sharded-index.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
+import { usage } from '../vocabulary/errors.js';
+import { describe } from '../vocabulary/validate.js';
 import { openAnySource, readBytes, type SourceOpener, type TensorSource } from './source.js';
 
 /** A tensor in its file. */
@@ -75,6 +78,11 @@ const FIRST_READ = 64 * 1024;
  * {@link TensorFormatError} for anything malformed, with every source closed again.
  */
 export async function describeCheckpoint(input: CheckpointInput, options: DescribeOptions = {}): Promise<Checkpoint> {
+  checkOptionKeys('describeCheckpoint', options);
+  if (options.openSource !== undefined && typeof options.openSource !== 'function')
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `openSource must be a function, got ${describe(options.openSource)}`);
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `signal must be an AbortSignal, got ${describe(options.signal)}`);
   const opener = options.openSource ?? openAnySource;
   const items = (Array.isArray(input) ? input : [input]) as (string | TensorSource)[];
   const opened: TensorSource[] = [];
