@@ -32,6 +32,7 @@ export const TENSOR_ERROR_CODES = {
   ERR_PENSTOCK_TENSOR_INDEX_INVALID: 'A sharded index is not JSON with a weight_map of tensor names to file names.',
   ERR_PENSTOCK_TENSOR_INDEX_BAD_PATH: 'A shard path in an index is absolute or leaves the index directory.',
   ERR_PENSTOCK_TENSOR_INDEX_MISMATCH: 'A tensor listed in an index is not in the shard it names (or is in a shard not listed for it).',
+  ERR_PENSTOCK_TENSOR_NO_CHECKPOINT: 'A model directory holds no checkpoint (no model.safetensors.index.json, no model.safetensors, no *.safetensors file), or several indexes and none of them the usual one.',
   ERR_PENSTOCK_TENSOR_UNKNOWN_FORMAT: 'A path is neither a safetensors file, a sharded index nor a .npy file.',
   ERR_PENSTOCK_TENSOR_NOT_FOUND: 'A tensor named in a filter is not in the checkpoint.',
   ERR_PENSTOCK_TENSOR_ROW_SPLIT: 'A row range cannot be taken (bad shard numbers, or rows of a sub-byte tensor that do not start on a byte).',

@@ -11,6 +11,7 @@ import { parseShardedIndex, type ShardedIndex } from '../formats/sharded-index.j
 import { checkOptionKeys } from '../settings/option-keys.js';
 import { usage } from '../vocabulary/errors.js';
 import { describe } from '../vocabulary/validate.js';
+import { expandDirectories } from './model-directory.js';
 import { openAnySource, readBytes, type SourceOpener, type TensorSource } from './source.js';
 
 /** A tensor in its file. */
@@ -59,7 +60,11 @@ export interface Checkpoint {
   index?: { path: string; metadata: Record<string, unknown> };
 }
 
-/** What a checkpoint can be given as: a path (file or index), several paths, or open sources. */
+/**
+ * What a checkpoint can be given as: a path (a file, an index, or a model directory: its
+ * `model.safetensors.index.json`, else its `model.safetensors`, else its `*.safetensors` files
+ * in name order), several paths, or open sources.
+ */
 export type CheckpointInput = string | TensorSource | readonly (string | TensorSource)[];
 
 /** Options for {@link describeCheckpoint}. */
@@ -84,7 +89,8 @@ export async function describeCheckpoint(input: CheckpointInput, options: Descri
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
     throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `signal must be an AbortSignal, got ${describe(options.signal)}`);
   const opener = options.openSource ?? openAnySource;
-  const items = (Array.isArray(input) ? input : [input]) as (string | TensorSource)[];
+  // A model directory stands for the checkpoint in it (its index, or its safetensors files).
+  const items = await expandDirectories((Array.isArray(input) ? input : [input]) as (string | TensorSource)[]);
   const opened: TensorSource[] = [];
   try {
     let index: (ShardedIndex & { path: string }) | undefined;

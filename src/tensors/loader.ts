@@ -39,7 +39,8 @@ export interface LoadTensorsOptions {
 }
 
 /**
- * Loads a checkpoint: a `.safetensors` file, a sharded `*.index.json`, `.npy` files, a list of
+ * Loads a checkpoint: a `.safetensors` file, a sharded `*.index.json`, a model directory (its
+ * index, else its `model.safetensors`, else its `*.safetensors` files), `.npy` files, a list of
  * files, or open sources. Every header is checked before any data moves; on any failure the
  * slab is freed and nothing is returned.
  */
