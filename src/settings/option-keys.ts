@@ -29,7 +29,7 @@ export const OPTION_KEYS = {
   'loadShards': ['concurrency', 'signal', 'onProgress', 'mode'],
   'loadTensors': ['device', 'host', 'filter', 'rows', 'coalesceGap', 'concurrency', 'openSource', 'signal', 'onProgress'],
   'describeCheckpoint': ['openSource', 'signal'],
-  'planLoad': ['filter', 'rows', 'coalesceGap'],
+  'planLoad': ['filter', 'rows', 'coalesceGap', 'alignElements'],
   'verifyTensorSet': ['openSource'],
   'exportTensorSet': ['metadata'],
 } as const satisfies Record<string, readonly string[]>;

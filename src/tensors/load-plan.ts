@@ -45,6 +45,12 @@ export interface PlannedTensor {
   byteOffset: number;
   /** The rows taken, for a sliced tensor, and the full row count. */
   rows?: { begin: number; end: number; of: number };
+  /**
+   * With `alignElements`: the slab offset where the span's read leaves this tensor's bytes when
+   * that is not a multiple of its element size; the loader copies them from there to
+   * `byteOffset`, which is.
+   */
+  copyFrom?: number;
 }
 
 /** One engine read: a contiguous file range into a contiguous slab range. */
@@ -79,6 +85,13 @@ export interface PlanOptions {
   rows?: RowShard;
   /** Gaps up to this many bytes between chosen regions are read through rather than split into two reads (default 1 MiB). */
   coalesceGap?: number;
+  /**
+   * Give every tensor a slab offset that is a multiple of its element size (so that a typed
+   * array can view it): a tensor that its span's read leaves misaligned (a file whose tensors
+   * do not start on multiples of their element size) gets a place of its own at the end of the
+   * slab, and `copyFrom` says where to copy it from. Default false.
+   */
+  alignElements?: boolean;
 }
 
 /** Plans a load of a described checkpoint. */
@@ -113,9 +126,19 @@ export function planLoad(cp: Checkpoint, options: PlanOptions = {}): LoadPlan {
     if (span) cursor = span.slabOffset + span.size;
   }
   for (const s of spans) readBytes += s.size;
+  let end = tensors.reduce((m, t) => Math.max(m, t.byteOffset + t.byteLength), cursor);
+  if (options.alignElements)
+    for (const t of tensors) {
+      const bits = dtypeBits(t.dtype);
+      const elem = bits % 8 === 0 ? bits / 8 : 1;
+      if (t.byteLength === 0 || t.byteOffset % elem === 0) continue;
+      t.copyFrom = t.byteOffset;
+      t.byteOffset = alignUp(end);
+      end = t.byteOffset + t.byteLength;
+    }
   const order = new Map(chosen.map((t, i) => [t.name, i]));
   tensors.sort((a, b) => order.get(a.name)! - order.get(b.name)!);
-  const slabBytes = tensors.reduce((m, t) => Math.max(m, t.byteOffset + t.byteLength), cursor);
+  const slabBytes = end;
   return { tensors, spans, slabBytes, readBytes };
 }
 

@@ -53,11 +53,15 @@ export async function loadTensors(input: CheckpointInput, options: LoadTensorsOp
   // Sources given directly stay open; the files opened here for paths are closed at the end.
   const given = new Set((Array.isArray(input) ? input : [input]).filter((x) => typeof x !== 'string'));
   try {
-    const plan = planLoad(cp, { filter: options.filter, rows: options.rows, coalesceGap: options.coalesceGap });
     const place: SlabPlace = options.host ? { kind: 'host', pinned: options.host === 'pinned' } : { kind: 'device', device: options.device ?? 0 };
+    // In host memory every tensor is placed where a typed array can view it (`values`).
+    const plan = planLoad(cp, { filter: options.filter, rows: options.rows, coalesceGap: options.coalesceGap, alignElements: place.kind === 'host' });
     const { slab, pinned } = allocateSlab(place, plan.slabBytes);
     try {
       const files = await readSpans(cp, plan, slab, pinned, place, options);
+      // Tensors the reads left misaligned are copied to their aligned places.
+      const bytes = pinned ? pinned.bytes : (slab as Uint8Array);
+      for (const t of plan.tensors) if (t.copyFrom !== undefined) bytes.copyWithin(t.byteOffset, t.copyFrom, t.copyFrom + t.byteLength);
       const metadata: Record<string, Record<string, string>> = {};
       for (const f of cp.files) if (f.metadata) metadata[f.path] = f.metadata;
       const init: ConstructorParameters<typeof TensorSet>[0] = {
