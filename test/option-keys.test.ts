@@ -68,6 +68,15 @@ test('the loader, batches, shards, checks and exports refuse unknown keys', asyn
   }
 });
 
+test('GPU memory and IPC options: unknown keys refused before any allocation or mapping', async () => {
+  assert.throws(() => p.DeviceBuffer.alloc(16, { gpu: 0 } as never), { code: 'ERR_PENSTOCK_UNKNOWN_OPTION' });
+  using buf = p.DeviceBuffer.alloc(16);
+  await assert.rejects(buf.copyTo(Buffer.alloc(16), { fileOffset: 0 } as never), unknown('fileOffset', 'offset'));
+  await assert.rejects(buf.copyFrom(Buffer.alloc(16), { size: 4 } as never), unknown('size'));
+  assert.throws(() => p.importDeviceBuffer('x', { peer: true } as never), unknown('peer', 'peerAccess'));
+  assert.throws(() => p.openTensorManifest('x', { devices: 0 } as never), unknown('devices', 'device'));
+});
+
 test('the table: every listed key is accepted, values of undefined count as keys, non-objects are refused', () => {
   for (const [fn, keys] of Object.entries(OPTION_KEYS)) {
     checkOptionKeys(fn as keyof typeof OPTION_KEYS, Object.fromEntries(keys.map((k: string) => [k, undefined])));

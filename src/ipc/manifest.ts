@@ -286,6 +286,7 @@ export class ImportedTensorSet {
 
 /** Opens a manifest from another process: one mapping of the slab, one view per tensor. */
 export function openTensorManifest(input: TensorManifest | string, options: IpcImportOptions = {}): ImportedTensorSet {
+  checkOptionKeys('openTensorManifest', options);
   const manifest = parseTensorManifest(input);
   const slab = importDeviceBuffer(manifest.slab, options);
   try {

@@ -18,6 +18,12 @@ const TRANSFER = ['fileOffset', 'size', 'signal', 'onProgress'] as const;
 
 /** Per function: the option keys it accepts. */
 export const OPTION_KEYS = {
+  'DeviceBuffer.alloc': ['device'],
+  'DeviceBuffer.wrap': ['device'],
+  'copyFrom': ['offset'],
+  'copyTo': ['offset', 'size'],
+  'importDeviceBuffer': ['device', 'peerAccess'],
+  'openTensorManifest': ['device', 'peerAccess'],
   'open': ['mode', 'compatMode'],
   'read': [...TRANSFER, 'targetOffset'],
   'write': [...TRANSFER, 'sourceOffset'],
