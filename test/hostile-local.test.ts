@@ -11,7 +11,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { tmpDir, useFakeDriver } from './helpers.js';
+import { spawnSync } from 'node:child_process';
+import { repoRoot, tmpDir, useFakeDriver } from './helpers.js';
 import { writeNpy, writeRawSafetensors, writeSafetensors, writeSharded, type TensorSpec } from './tensor-writer.js';
 
 useFakeDriver();
@@ -84,6 +85,17 @@ describe('files that are not regular files', () => {
     const before = openFds();
     await assert.rejects(p.loadTensors(index, { host: true }), { code: 'ERR_PENSTOCK_NOT_REGULAR_FILE' });
     assert.equal(openFds(), before);
+  });
+
+  test('penstock inspect and load of a FIFO exit at once with the reason', () => {
+    const pipe = fifo();
+    const cli = path.join(repoRoot, 'dist/src/cli/main.js');
+    for (const args of [['inspect', pipe], ['load', pipe, '--host']]) {
+      const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, PENSTOCK_CUDA_LIBRARY: '/nonexistent/libcuda.so.1' } });
+      assert.equal(r.signal, null, `${args[0]} did not end on its own`);
+      assert.notEqual(r.status, 0);
+      assert.match(r.stderr, /FIFO|not a regular file/);
+    }
   });
 
   test('a socket and a character device are refused too; a directory stays EISDIR', async () => {
@@ -178,6 +190,28 @@ describe('batches, freed sets, descriptors', () => {
     assert.equal(openFds(), before);
   });
 
+  test('600 shards under ulimit -n 256: EMFILE, and afterwards every descriptor is closed and files open again', () => {
+    const many: TensorSpec[] = Array.from({ length: 600 }, (_, i) => ({ name: `t${i}`, dtype: 'U8', shape: [1] }));
+    const dir = path.join(tmpDir(), `emfile-${++n}`);
+    const { index } = writeSharded(dir, many, 600);
+    const script = `
+      import fs from 'node:fs';
+      const p = await import(${JSON.stringify(path.join(repoRoot, 'dist/src/index.js'))});
+      const count = () => fs.readdirSync('/proc/self/fd').length;
+      const before = count();
+      let code;
+      try { await p.loadTensors(${JSON.stringify(index)}, { host: true }); } catch (e) { code = e.code; }
+      const after = count();
+      const h = await p.open(${JSON.stringify(index)});
+      await h.close();
+      console.log(JSON.stringify({ code, before, after }));`;
+    const r = spawnSync('bash', ['-c', `ulimit -n 256 && exec "${process.execPath}" --input-type=module -e "$0"`, script], { encoding: 'utf8', timeout: 120_000 });
+    assert.equal(r.status, 0, r.stderr);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { code: string; before: number; after: number };
+    assert.equal(out.code, 'EMFILE');
+    assert.equal(out.after, out.before);
+  });
+
   test('loadTensors([path, source]) closes the file it opened for the path and leaves the source open', async () => {
     const f1 = file();
     const f2 = file();
@@ -207,6 +241,18 @@ describe('manifests and empty tensors', () => {
     assert.throws(() => p.buildTensorManifest(slab, [{ ...base, strides: [3], byteLength: 39 }]), { code: 'ERR_PENSTOCK_IPC_BAD_MANIFEST' });
     using ok = p.buildTensorManifest(slab, [{ ...base, strides: [3], byteLength: 48 }]);
     assert.equal(ok.manifest.tensors[0]!.byteLength, 48);
+  });
+
+  test('a manifest whose record has byteLength 3.5 is refused before anything is mapped', () => {
+    using slab = p.DeviceBuffer.alloc(4096);
+    using e = p.buildTensorManifest(slab, [{ name: 'x', dtype: 'F32', shape: [4], strides: [3], byteOffset: 0 }]);
+    for (const byteLength of [3.5, NaN, null]) {
+      const m = JSON.parse(JSON.stringify(e.manifest));
+      m.tensors[0].byteLength = byteLength;
+      assert.throws(() => p.parseTensorManifest(m), { code: 'ERR_PENSTOCK_IPC_BAD_MANIFEST' });
+      // Refused by the checks, not by the mapping (which in this process would say SAME_PROCESS).
+      assert.throws(() => p.openTensorManifest(m), { code: 'ERR_PENSTOCK_IPC_BAD_MANIFEST' });
+    }
   });
 
   test('tensors with no elements beside huge dimensions: exact integer strides, and the set exports', async () => {
