@@ -4,6 +4,7 @@
  * once, each span one pipelined operation (an unfiltered file is one span).
  */
 import { DeviceBuffer } from '../memory/device-buffer.js';
+import { warmUpGpu } from '../addon/gpu-preparation.js';
 import { AbortError, usage } from '../vocabulary/errors.js';
 import { describe, isLength } from '../vocabulary/validate.js';
 import { checkOptionKeys } from '../settings/option-keys.js';
@@ -49,6 +50,8 @@ export async function loadTensors(input: CheckpointInput, options: LoadTensorsOp
   checkLoadOptions(options);
   const signal = options.signal;
   if (signal?.aborted) throw new AbortError(undefined, { cause: signal.reason });
+  // The GPU's context is made on another thread while the headers are read and the load planned.
+  const warm = options.host ? undefined : warmUpGpu(options.device ?? 0);
   const cp = await describeCheckpoint(input, { openSource: options.openSource, signal });
   // Sources given directly stay open; the files opened here for paths are closed at the end.
   const given = new Set((Array.isArray(input) ? input : [input]).filter((x) => typeof x !== 'string'));
@@ -56,6 +59,7 @@ export async function loadTensors(input: CheckpointInput, options: LoadTensorsOp
     const place: SlabPlace = options.host ? { kind: 'host', pinned: options.host === 'pinned' } : { kind: 'device', device: options.device ?? 0 };
     // In host memory every tensor is placed where a typed array can view it (`values`).
     const plan = planLoad(cp, { filter: options.filter, rows: options.rows, coalesceGap: options.coalesceGap, alignElements: place.kind === 'host' });
+    await warm;
     const { slab, pinned } = allocateSlab(place, plan.slabBytes);
     try {
       const files = await readSpans(cp, plan, slab, pinned, place, options);
