@@ -55,6 +55,12 @@ test('the loader, batches, shards, checks and exports refuse unknown keys', asyn
   await assert.rejects(p.describeCheckpoint(f, { signl: undefined } as never), unknown('signl', 'signal'));
   await using h = await p.open(f);
   await assert.rejects(async () => p.readBatch([], { files: h } as never), unknown('files', 'file'));
+  const into = Buffer.alloc(4, 0x2e);
+  await assert.rejects(async () => p.readBatch([{ fileOffset: 0, size: 4, target: into, targetOfset: 2 } as never, { fileOffset: 0, size: 4, target: into }], { file: h }), {
+    code: 'ERR_PENSTOCK_UNKNOWN_OPTION',
+    message: /ranges\[0\] has no option 'targetOfset' \(did you mean 'targetOffset'\?\)/,
+  });
+  assert.equal(into.toString(), '....');
   await assert.rejects(p.loadShards([], { mdoe: 'settle' } as never), unknown('mdoe', 'mode'));
   using set = await p.loadTensors(f, { host: true });
   await assert.rejects(p.verifyTensorSet(set, { open: undefined } as never), unknown('open'));

@@ -32,6 +32,7 @@ export const OPTION_KEYS = {
   'writeFile': ['signal', 'onProgress'],
   'pageCacheResidency': ['offset', 'size'],
   'readBatch': ['file', 'signal', 'onProgress'],
+  'readBatch range': ['file', 'fileOffset', 'size', 'target', 'targetOffset'],
   'loadShards': ['concurrency', 'signal', 'onProgress', 'mode'],
   'loadTensors': ['device', 'host', 'filter', 'rows', 'coalesceGap', 'concurrency', 'openSource', 'signal', 'onProgress'],
   'describeCheckpoint': ['openSource', 'signal'],
@@ -47,11 +48,12 @@ export type OptionsOf = keyof typeof OPTION_KEYS;
  * Checks that `options` (absent, or an object) holds only keys `fn` accepts; throws
  * `ERR_PENSTOCK_INVALID_ARGUMENT` for a non-object and `ERR_PENSTOCK_UNKNOWN_OPTION` naming the
  * first unknown key. Own enumerable string keys are what count (those that spreading copies).
+ * `label` names the object in messages (default: the function, `read()`).
  */
-export function checkOptionKeys(fn: OptionsOf, options: unknown): void {
+export function checkOptionKeys(fn: OptionsOf, options: unknown, label = `${fn}()`): void {
   if (options === undefined) return;
   if (options === null || typeof options !== 'object' || Array.isArray(options))
-    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `${fn}() options must be an object, got ${describe(options)}`);
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `${label} options must be an object, got ${describe(options)}`);
   const known: readonly string[] = OPTION_KEYS[fn];
   for (const key in options) {
     if (!Object.hasOwn(options, key) || known.includes(key)) continue;
@@ -60,7 +62,7 @@ export function checkOptionKeys(fn: OptionsOf, options: unknown): void {
     const near = suggest(key, known) ?? (key.length >= 3 ? known.find((k) => k.toLowerCase().includes(lower) || lower.includes(k.toLowerCase())) : undefined);
     throw usage(
       'ERR_PENSTOCK_UNKNOWN_OPTION',
-      `${fn}() has no option '${key}'${near ? ` (did you mean '${near}'?)` : ''}; its options are ${known.join(', ')}`,
+      `${label} has no option '${key}'${near ? ` (did you mean '${near}'?)` : ''}; its options are ${known.join(', ')}`,
     );
   }
 }

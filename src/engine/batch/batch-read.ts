@@ -148,6 +148,10 @@ function collect(ranges: readonly BatchRange[], defaultFile: PenstockFile | unde
     if (!isLength(fileOffset)) checkLength(fileOffset, `ranges[${i}].fileOffset`);
     if (!isLength(size)) checkLength(size, `ranges[${i}].size`);
     if (!isLength(targetOffset)) checkLength(targetOffset, `ranges[${i}].targetOffset`);
+    // A misspelt key (`targetOfset`) would otherwise read into the wrong place silently. Ranges
+    // are built alike by the code that makes them, so the first one's keys are checked: a key
+    // walk of every range would add to the per-range cost this loop is kept lean for.
+    if (i === 0) checkOptionKeys('readBatch range', r, `ranges[${i}]`);
     planned.file[i] = fi;
     planned.fileOffset[i] = fileOffset;
     planned.size[i] = size;
