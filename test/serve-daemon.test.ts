@@ -130,6 +130,9 @@ describe('one daemon, clients here and in other processes', () => {
     await assert.rejects(c.acquire({ path: model.file, filter: ['missing.tensor'] }), (e: { code: string }) => e.code.startsWith('ERR_PENSTOCK_'));
     await assert.rejects(c.acquire({ path: 'no-such-relative.safetensors' }), { code: 'ENOENT' }, 'a relative path is made absolute by the client');
     await assert.rejects(c.acquire({ path: model.file, device: 3 }), { code: 'ERR_PENSTOCK_INVALID_DEVICE' });
+    const acquires = (await statsOf(c)).acquires;
+    await assert.rejects(c.acquire({ path: model.file }, { devise: 0 } as never), { code: 'ERR_PENSTOCK_UNKNOWN_OPTION' });
+    assert.equal((await statsOf(c)).acquires, acquires, 'refused before asking the daemon');
     const s = await statsOf(c);
     assert.equal(s.residentBytes, 0);
     assert.ok(s.loadFailures >= 4);

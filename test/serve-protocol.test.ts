@@ -39,3 +39,9 @@ test('--budget takes a size or a share; --preload a path list or a JSON spec', (
   assert.deepEqual(parsePreload('{"path":"/m/a.safetensors","device":1}'), { path: '/m/a.safetensors', device: 1 });
   assert.throws(() => parsePreload('{nope'), { name: 'ArgError' });
 });
+
+test('startServer refuses option keys it does not have, before touching anything', async () => {
+  const { startServer } = await import('../src/serve/server.js');
+  await assert.rejects(startServer({ socket: '/nonexistent/dir/s.sock', budgett: { bytes: 1 } } as never), { code: 'ERR_PENSTOCK_UNKNOWN_OPTION', message: /did you mean 'budget'/ });
+  await assert.rejects(startServer({ socket: '/nonexistent/dir/s.sock', budget: { bytes: -1 } }), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT' });
+});

@@ -8,6 +8,7 @@ import path from 'node:path';
 import type { DeviceBuffer } from '../memory/device-buffer.js';
 import { openTensorManifest, type ImportedTensorSet, type OpenedTensor, type TensorManifest } from '../ipc/manifest.js';
 import type { IpcImportOptions } from '../ipc/handles.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
 import { PenstockError, systemError, usage } from '../vocabulary/errors.js';
 import { MAX_ANSWER_BYTES, SERVE_PROTOCOL_VERSION, type SetSpec } from './protocol.js';
 import type { ResidentSetInfo } from './resident-sets.js';
@@ -186,6 +187,7 @@ export class ServeClient {
    * local paths are resolved against this process's working folder.
    */
   async acquire(spec: SetSpec, options: IpcImportOptions = {}): Promise<ServedTensorSet> {
+    checkOptionKeys('openTensorManifest', options, 'acquire()');
     const paths = spec && typeof spec === 'object' ? spec.path : undefined;
     const absolute = (p: unknown) => (typeof p === 'string' && p !== '' && !/^(s3|https?):\/\//i.test(p) ? path.resolve(p) : p);
     const set = { ...spec, path: Array.isArray(paths) ? paths.map(absolute) : absolute(paths) };

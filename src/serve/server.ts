@@ -9,6 +9,7 @@ import { native } from '../addon/binding.js';
 import { deviceCount, requireCuda } from '../addon/runtime.js';
 import { memoryInfo } from '../engine/process.js';
 import { liveIpcExports } from '../ipc/handles.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
 import { systemError, usage } from '../vocabulary/errors.js';
 import { describe } from '../vocabulary/validate.js';
 import { Connection, type ConnectionHost } from './connection.js';
@@ -173,6 +174,7 @@ function checkBudget(b: unknown): ServeBudget {
  * binds (socket file 0600), loads the preloads, and serves until `close()`.
  */
 export async function startServer(options: ServeOptions): Promise<ServeDaemon> {
+  checkOptionKeys('startServer', options);
   if (!options || typeof options.socket !== 'string' || options.socket.length === 0)
     throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'startServer needs { socket: path }');
   const budget = checkBudget(options.budget ?? { percent: 90 });
