@@ -55,7 +55,7 @@ describe('CLI temporary files', () => {
     try {
       const dir = path.join(s.dir, 'work');
       fs.mkdirSync(dir);
-      const child = spawn(process.execPath, [cli, 'bench', '--target', 'host', '--size', '1MiB', '--repeat', '1', '--dir', dir, '--no-progress'], {
+      const child = spawn(process.execPath, [cli, 'bench', '--host', '--size', '1MiB', '--repeat', '1', '--dir', dir, '--no-progress'], {
         env: env(s.dir),
         stdio: ['ignore', 'ignore', 'pipe'],
       });
@@ -82,7 +82,7 @@ describe('CLI temporary files', () => {
       const target = path.join(s.dir, 'created-through-link');
       const file = path.join(s.dir, 'out.dat');
       fs.symlinkSync(target, file);
-      const r = spawnSync(process.execPath, [cli, 'bench', file, '--op', 'write', '--target', 'host', '--size', '1MiB', '--repeat', '1'], { encoding: 'utf8', env: env(s.dir) });
+      const r = spawnSync(process.execPath, [cli, 'bench', file, '--op', 'write', '--host', '--size', '1MiB', '--repeat', '1'], { encoding: 'utf8', env: env(s.dir) });
       assert.equal(r.status, 2, r.stderr);
       assert.match(r.stderr, /exists; --op write only creates new files/);
       assert.equal(fs.existsSync(target), false, 'the link was not followed');
@@ -96,7 +96,7 @@ describe('CLI temporary files', () => {
     const s = scratch();
     try {
       const file = path.join(s.dir, 'out.dat');
-      const r = spawnSync(process.execPath, [cli, 'bench', file, '--op', 'write', '--target', 'host', '--size', '1MiB', '--repeat', '1'], { encoding: 'utf8', env: env(s.dir) });
+      const r = spawnSync(process.execPath, [cli, 'bench', file, '--op', 'write', '--host', '--size', '1MiB', '--repeat', '1'], { encoding: 'utf8', env: env(s.dir) });
       assert.equal(r.status, 0, r.stderr);
       assert.equal(fs.statSync(file).size, 1 << 20);
       assert.equal(fs.statSync(file).mode & 0o022, 0, 'not group- or world-writable');
