@@ -136,7 +136,7 @@ With --verify every tensor is hashed (sha256) from the memory it landed in and f
   ],
   maxOperands: Infinity,
   exits: { [EXIT_CHECK_FAILED]: '--verify: a tensor in memory differs from its file' },
-  examples: ['penstock load model.safetensors --verify', 'penstock load ckpt/model.safetensors.index.json --device 1 --prefix model.layers.0.', 'penstock load s3://bucket/model.safetensors --host --anonymous'],
+  examples: ['penstock load model.safetensors --verify', 'penstock load ckpt/model.safetensors.index.json --device 1 --prefix lm_head.', 'penstock load s3://bucket/model.safetensors --host --anonymous'],
   load: async () => (await import('./load.js')).runLoadCli,
 };
 
