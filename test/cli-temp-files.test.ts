@@ -105,6 +105,35 @@ describe('CLI temporary files', () => {
     }
   });
 
+  for (const [what, args, signal, status] of [
+    ['demo stopped by SIGINT while writing its checkpoint', ['demo', '--host', '--size', '1GiB'], 'SIGINT', 130],
+    ['demo stopped by SIGTERM while writing its checkpoint', ['demo', '--host', '--size', '1GiB'], 'SIGTERM', 143],
+    ['bench without FILE stopped by SIGTERM while creating its file', ['bench', '--host', '--size', '1GiB', '--repeat', '1'], 'SIGTERM', 143],
+    ['bench without FILE stopped by SIGINT while creating its file', ['bench', '--host', '--size', '1GiB', '--repeat', '1'], 'SIGINT', 130],
+  ] as const) {
+    it(`${what} removes its temporary files`, async () => {
+      const s = scratch();
+      try {
+        const tmp = path.join(s.dir, 'tmp');
+        fs.mkdirSync(tmp);
+        const child = spawn(process.execPath, [cli, ...args, ...(args[0] === 'bench' ? ['--dir', tmp] : [])], { env: env(tmp), stdio: ['ignore', 'ignore', 'pipe'] });
+        const done = exited(child);
+        // Signalled once its file holds data: the writing has started and is not finished.
+        for (;;) {
+          const file = fs.readdirSync(tmp).flatMap((d) => fs.readdirSync(path.join(tmp, d)).map((f) => path.join(tmp, d, f)))[0];
+          if (file && fs.statSync(file).size > 0) break;
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+        child.kill(signal);
+        const r = await done;
+        assert.equal(r.status, status, r.stderr);
+        assert.deepEqual(fs.readdirSync(tmp), [], 'nothing of the run is left');
+      } finally {
+        s.done();
+      }
+    });
+  }
+
   it('private files: mode 0600 in a 0700 directory, created exclusively, removed alone', () => {
     const s = scratch();
     try {
