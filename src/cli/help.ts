@@ -76,3 +76,19 @@ export function cliMarkdown(commands: readonly CommandSpec[] = COMMANDS): string
   for (const c of commands) out.push(`## penstock ${c.name}`, '', `${c.summary[0]!.toUpperCase()}${c.summary.slice(1)}.`, '', '```text', helpPage(c).trimEnd(), '```', '');
   return out.join('\n');
 }
+
+/** The README's command section: the commands, the shared options and the exit statuses. */
+export function cliReadmeSection(commands: readonly CommandSpec[] = COMMANDS): string {
+  return [
+    '| Command | What it does |',
+    '| --- | --- |',
+    ...commands.map((c) => `| [\`penstock ${c.name}\`](docs/cli.md#penstock-${c.name}) | ${c.summary} |`),
+    '',
+    '| Exit status | Meaning |',
+    '| --- | --- |',
+    ...allExits(commands).map(([k, v]) => `| ${k} | ${v} |`),
+    '',
+    `Shared options mean the same in every command: ${Object.values(SHARED_OPTIONS).map((o) => `\`--${o.name}\``).join(', ')}.`,
+    'Every option of every command: [docs/cli.md](docs/cli.md), or `penstock help <command>`.',
+  ].join('\n');
+}
