@@ -11,6 +11,7 @@ import { describe, it } from 'node:test';
 import { hasControlCharacters, terminalJson, terminalText } from '../src/vocabulary/terminal-text.js';
 import { repoRoot, tmpDir } from './helpers.js';
 import { writeSafetensors } from './tensor-writer.js';
+import { RangeServer } from './remote-range-server.js';
 
 const cli = path.join(repoRoot, 'dist/src/cli/main.js');
 const noGpu = { PENSTOCK_CUDA_LIBRARY: '/nonexistent/libcuda.so.1' };
@@ -109,6 +110,38 @@ describe('names from files on the terminal', () => {
       const r = run(args);
       assert.equal(r.status, 2);
       assert.doesNotMatch(r.stderr, RAW_CONTROL, JSON.stringify(args));
+    }
+  });
+});
+
+describe('progress', () => {
+  it('a slow remote load draws a bar on a terminal (stderr), none into a pipe', { skip: fs.existsSync('/usr/bin/script') ? false : 'no script(1) to make a terminal' }, async () => {
+    const server = await new RangeServer().start();
+    try {
+      const f = path.join(tmpDir(), `progress-${++n}.safetensors`);
+      writeSafetensors(f, [{ name: 'w', dtype: 'U8', shape: [1 << 20] }]);
+      server.put('/ckpt/model.safetensors', fs.readFileSync(f));
+      const slow = { PENSTOCK_REMOTE_RANGE_SIZE: '64KiB', PENSTOCK_REMOTE_CONCURRENCY: '1', TERM: 'xterm' };
+      const collect = (file: string, args: string[], env: Record<string, string>) =>
+        new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+          const child = spawn(file, args, { env: { ...process.env, ...noGpu, ...env } });
+          let stdout = '';
+          let stderr = '';
+          child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+          child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+          child.on('close', (status) => resolve({ status, stdout, stderr }));
+        });
+      server.inject({ kind: 'slow', ms: 60 }, { times: Infinity, method: 'GET' });
+      const onTty = await collect('/usr/bin/script', ['-qec', `"${process.execPath}" "${cli}" load "${server.url('/ckpt/model.safetensors')}" --host >/dev/null`, '/dev/null'], slow);
+      assert.equal(onTty.status, 0, onTty.stdout);
+      assert.match(onTty.stdout, /loading into host memory \[#*\.*\] +\d+%/);
+      server.inject({ kind: 'slow', ms: 60 }, { times: Infinity, method: 'GET' });
+      const piped = await collect(process.execPath, [cli, 'load', server.url('/ckpt/model.safetensors'), '--host'], slow);
+      assert.equal(piped.status, 0, piped.stderr);
+      assert.doesNotMatch(piped.stderr, /loading into|\r/);
+      assert.match(piped.stdout, /^Loaded 1 tensors, 1048576 bytes/m);
+    } finally {
+      await server.stop();
     }
   });
 });
