@@ -4,11 +4,13 @@
  * verifies every tensor against the file, and prints the route, why it was not the direct path,
  * and the time from process start. The directory is removed afterwards, also when stopped.
  */
+import { constants as bufferConstants } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import { cudaUnavailableReason, hasGpu } from '../addon/runtime.js';
 import { formatSize } from '../settings/sizes.js';
 import { loadTensors, type LoadTensorsOptions } from '../tensors/loader.js';
 import { verifyTensorSet } from '../tensors/verify.js';
+import { PenstockError } from '../vocabulary/errors.js';
 import { terminalText } from '../vocabulary/terminal-text.js';
 import { ArgError, parseSizeArg, parseTarget } from './kit/args.js';
 import type { ParsedLine } from './kit/command.js';
@@ -41,9 +43,10 @@ export async function runDemo({ values }: ParsedLine): Promise<number> {
   const gpu = !target.host && hasGpu();
   const discovered = performance.now();
   if (target.device !== undefined && !gpu)
-    throw Object.assign(new Error(`no usable GPU here (${cudaUnavailableReason() ?? 'no device'}); run the demo with --host, or without --device`), { code: 'ERR_PENSTOCK_NO_CUDA' });
+    throw new PenstockError('ERR_PENSTOCK_NO_CUDA', `No usable GPU: ${cudaUnavailableReason() ?? 'no device'}; run the demo with --host, or without --device`);
   const model = demoModel(size);
-  if (model.bytes > 2 ** 31 && !gpu) throw new ArgError('without a GPU the demo checkpoint must stay under 2 GiB; use a smaller --size');
+  if (model.bytes > bufferConstants.MAX_LENGTH && !gpu)
+    throw new ArgError(`in host memory the demo checkpoint must stay under ${formatSize(bufferConstants.MAX_LENGTH)}; use a smaller --size`);
   const sample = createPrivateFile('penstock-demo-', 'model.safetensors');
   const forget = onEarlyEnd(() => sample.remove());
   try {

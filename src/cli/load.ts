@@ -14,7 +14,7 @@ import { EXIT, describeError, progressWanted } from './common.js';
 import { sourceOpener } from './sources.js';
 
 /** Errors that mean "no GPU to load into": the hint to add --host goes with them. */
-const NO_GPU_CODES = new Set(['ERR_PENSTOCK_NO_CUDA', 'CUDA_ERROR_NO_DEVICE', 'ERR_PENSTOCK_INVALID_DEVICE']);
+const NO_GPU_CODES = new Set(['ERR_PENSTOCK_NO_CUDA', 'CUDA_ERROR_NO_DEVICE']);
 
 /** `--rows K/N`: shard K of N, K < N. */
 function parseRows(text: string): { index: number; count: number } {
