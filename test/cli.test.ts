@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
-import { repoRoot } from './helpers.js';
+import { fakeDriverDir, repoRoot } from './helpers.js';
 import { demoModel, safetensorsHeader } from '../src/cli/demo-checkpoint.js';
 
 const cli = path.join(repoRoot, 'dist/src/cli/main.js');
@@ -20,6 +20,22 @@ test('demo writes a model-shaped checkpoint, loads it, verifies every tensor, an
   assert.match(r.stdout, /^Why not GPUDirect Storage: the target is host memory/m);
   assert.match(r.stdout, /^Time: [\d.]+ s from process start to the tensors in host memory \(start-up [\d.]+ s, driver probe [\d.]+ s, load [\d.]+ s; writing the checkpoint not counted\)$/m);
   assert.match(r.stdout, new RegExp(`^Verified: all ${m[1]} tensors match the file`, 'm'));
+});
+
+test('demo into the (fake) GPU: GPU 0 memory, the staged route and why not the direct path', () => {
+  const r = spawnSync(process.execPath, [cli, 'demo', '--size', '4MiB'], {
+    encoding: 'utf8',
+    env: { ...process.env, PENSTOCK_CUDA_LIBRARY: path.join(fakeDriverDir, 'libcuda.so.1'), PENSTOCK_CUFILE_LIBRARY: path.join(fakeDriverDir, 'libcufile.so.0') },
+  });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /^Target: GPU 0 memory$/m);
+  assert.match(r.stdout, /^Route: posix-device \(\d+ ops, \d+ bytes\)/m);
+  assert.match(r.stdout, /^Why not GPUDirect Storage: \[[A-Z_]+\] ./m);
+  assert.match(r.stdout, /^Time: [\d.]+ s from process start to the tensors in GPU 0 memory \(start-up [\d.]+ s, GPU discovery/m);
+  assert.match(r.stdout, /^Verified: all \d+ tensors match the file/m);
+  const missing = spawnSync(process.execPath, [cli, 'demo', '--device', '0', '--size', '1MiB'], { encoding: 'utf8', env: { ...process.env, PENSTOCK_CUDA_LIBRARY: '/nonexistent/libcuda.so.1' } });
+  assert.equal(missing.status, 1);
+  assert.match(missing.stderr, /\[ERR_PENSTOCK_NO_CUDA\] No usable GPU: .*run the demo with --host/);
 });
 
 test('the demo checkpoint is model-shaped, about the size asked for, and parses as safetensors', () => {

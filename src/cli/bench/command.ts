@@ -277,7 +277,7 @@ async function runMeasurements(args: BenchArgs, target: 'device' | 'host', file:
           err(`[${n}/${total}] ${label}: ${formatGBps(m.medianGBps)} GB/s (${describeRoutes(m.routes)})\n`);
         } catch (e) {
           result.error = (e as Error).message;
-          err(`[${n}/${total}] ${label}: failed: ${result.error}\n`);
+          err(`[${n}/${total}] ${label}: failed: ${terminalText(result.error)}\n`);
         }
       }
     if (target === 'device') route = f.route;
@@ -323,7 +323,7 @@ function printHeader(say: (s: string) => void, args: BenchArgs, target: string, 
 function printTable(say: (s: string) => void, results: BenchResult[]): void {
   const rows = results.map((r) =>
     r.error !== undefined
-      ? [String(r.threads), formatSize(r.taskSize), 'failed', '', '', '', '', r.error, '']
+      ? [String(r.threads), formatSize(r.taskSize), 'failed', '', '', '', '', terminalText(r.error), '']
       : [
           String(r.threads), formatSize(r.taskSize), formatGBps(r.medianGBps), formatGBps(r.minGBps), formatGBps(r.maxGBps),
           formatSeconds(r.medianSeconds), formatCpu(r.cpuSecondsPerGB), describeRoutes(r.routes), describeStages(r.routes),
