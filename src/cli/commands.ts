@@ -6,6 +6,9 @@
  * same thing in several commands are written once below and shared.
  */
 import type { CommandSpec, OptionSpec } from './kit/command.js';
+import { DEMO_DEFAULT_SIZE } from './demo-checkpoint.js';
+
+export { DEMO_DEFAULT_SIZE };
 
 /** Options shared by several commands: one spelling and one meaning everywhere. */
 export const SHARED_OPTIONS = {
@@ -29,7 +32,7 @@ const demo: CommandSpec = {
 
 It prints the route the bytes took, why it was not the direct path (GPUDirect Storage) where it was not, and the time from process start to verified tensors: what a program loading this checkpoint pays, start-up included. The directory is removed afterwards, also when the demo is stopped with Ctrl-C or SIGTERM.`,
   options: [
-    { name: 'size', value: 'SIZE', help: 'about how large the checkpoint is (default 32MiB; KiB, MiB, GiB)' },
+    { name: 'size', value: 'SIZE', help: `about how large the checkpoint is (default ${DEMO_DEFAULT_SIZE}; KiB, MiB, GiB)` },
     S.device,
     S.host,
     S.noProgress,

@@ -7,6 +7,9 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 
+/** The demo checkpoint's size when --size is not given: a few seconds at most on a small machine. */
+export const DEMO_DEFAULT_SIZE = '32MiB';
+
 /** One tensor of the demo checkpoint. */
 export interface DemoTensor {
   /** Its name, as a Hugging Face checkpoint of this shape would have it. */

@@ -17,11 +17,8 @@ import type { ParsedLine } from './kit/command.js';
 import { ProgressBar } from './kit/progress.js';
 import { onEarlyEnd } from './kit/process-end.js';
 import { EXIT, painter, progressWanted } from './common.js';
-import { demoModel, writeDemoCheckpoint } from './demo-checkpoint.js';
+import { DEMO_DEFAULT_SIZE, demoModel, writeDemoCheckpoint } from './demo-checkpoint.js';
 import { createPrivateFile } from './private-file.js';
-
-/** The demo checkpoint's size when --size is not given: a few seconds at most on a small machine. */
-export const DEMO_DEFAULT_SIZE = '32MiB';
 
 const MIN_SIZE = 1 << 20;
 
