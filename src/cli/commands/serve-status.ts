@@ -1,26 +1,14 @@
 /**
- * `penstock serve-status [--socket PATH] [--json] [--evict KEY | --evict-idle]`: what a running
+ * `penstock serve-status [--socket PATH] [--json] [--evict ID | --evict-idle]`: what a running
  * daemon holds — each resident set's bytes, GPU, leases, hits and load time — and its totals.
  */
 import { formatSize } from '../../settings/config.js';
 import { connectServer } from '../../serve/client.js';
 import { defaultSocketPath } from '../../serve/socket-path.js';
 import type { ResidentSetInfo } from '../../serve/resident-sets.js';
-import { EXIT, EXIT_HELP, runCommand } from '../common.js';
-import { ArgError, parseCommandLine } from '../kit/args.js';
-
-const HELP = `Usage: penstock serve-status [options]
-
-Lists the tensor sets a running "penstock serve" holds in GPU memory.
-
-Options:
-  --socket PATH   the daemon's socket (default ${defaultSocketPath()})
-  --evict ID      evict the set with this id or key (refused while leased)
-  --evict-idle    evict every set nobody holds
-  --json          one JSON object: { health, stats, sets }
-  -h, --help      this text
-
-${EXIT_HELP}`;
+import { EXIT } from '../common.js';
+import { ArgError } from '../kit/args.js';
+import type { ParsedLine } from '../kit/command.js';
 
 function describeSet(s: ResidentSetInfo): string {
   const what = s.spec.path.length === 1 ? s.spec.path[0]! : `${s.spec.path[0]} (+${s.spec.path.length - 1} files)`;
@@ -30,55 +18,43 @@ function describeSet(s: ResidentSetInfo): string {
 }
 
 /** Runs `penstock serve-status`. */
-export async function runServeStatusCli(argv: string[]): Promise<number> {
-  return runCommand('serve-status', async () => {
-    const { values: v, positionals } = parseCommandLine({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        socket: { type: 'string' },
-        evict: { type: 'string' },
-        'evict-idle': { type: 'boolean', default: false },
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    });
-    if (v.help) {
-      process.stdout.write(HELP);
-      return EXIT.ok;
-    }
-    if (positionals.length > 0) throw new ArgError(`unexpected argument '${positionals[0]}'`);
-    if (v.evict !== undefined && v['evict-idle']) throw new ArgError('--evict and --evict-idle exclude each other');
-    const socket = v.socket ?? defaultSocketPath();
-    let connected;
-    try {
-      connected = await connectServer(socket);
-    } catch (err) {
-      const code = (err as { code?: string }).code;
-      if (code !== 'ENOENT' && code !== 'ECONNREFUSED') throw err;
-      process.stderr.write(`penstock serve-status: no daemon answers on ${socket} (${code}); start one with "penstock serve --socket ${socket}"\n`);
-      return EXIT.failure;
-    }
-    await using client = connected;
-    const evicted = v.evict !== undefined ? await client.evict(v.evict) : v['evict-idle'] ? await client.evictIdle() : undefined;
-    const [health, stats, sets] = [await client.health(), await client.stats(), await client.list()];
-    if (v.json) {
-      process.stdout.write(`${JSON.stringify({ health, stats, sets, ...(evicted ? { evicted } : {}) })}\n`);
-      return EXIT.ok;
-    }
-    const out: string[] = [];
-    if (evicted) out.push(`evicted ${evicted.length} set(s)`);
-    out.push(`daemon pid ${String(health.pid)}, penstock ${String(health.version)}, protocol ${String(health.protocol)}, up ${Number(health.uptimeSeconds).toFixed(0)} s`);
-    out.push(`${sets.length} set(s), ${formatSize(Number(stats.residentBytes))} resident, ${String(stats.leases)} lease(s), ${String(stats.connections)} connection(s); acquires ${String(stats.acquires)}, hits ${String(stats.hits)}, loads ${String(stats.loads)}, evictions ${String(stats.evictions)}`);
-    for (const d of stats.devices as { device: number; held: number; budget: number; free: number; total: number }[])
-      out.push(`GPU ${d.device}: ${formatSize(d.held)} held of a ${formatSize(d.budget)} budget; ${formatSize(d.free)} free of ${formatSize(d.total)}`);
-    if (sets.length > 0) {
-      out.push('');
-      out.push(['id', 'GPU', 'bytes', 'leases', 'hits', 'load s', 'state', 'set'].join('\t'));
-      for (const s of sets)
-        out.push([s.id, s.device, formatSize(s.bytes), s.leases, s.hits, s.loadSeconds.toFixed(3), s.state, describeSet(s)].join('\t'));
-    }
-    process.stdout.write(`${out.join('\n')}\n`);
+export async function runServeStatusCli({ values }: ParsedLine): Promise<number> {
+  const v = {
+    socket: typeof values.socket === 'string' ? values.socket : undefined,
+    evict: typeof values.evict === 'string' ? values.evict : undefined,
+    'evict-idle': values['evict-idle'] === true,
+    json: values.json === true,
+  };
+  if (v.evict !== undefined && v['evict-idle']) throw new ArgError('--evict and --evict-idle exclude each other');
+  const socket = v.socket ?? defaultSocketPath();
+  let connected;
+  try {
+    connected = await connectServer(socket);
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code !== 'ENOENT' && code !== 'ECONNREFUSED') throw err;
+    process.stderr.write(`penstock serve-status: no daemon answers on ${socket} (${code}); start one with "penstock serve --socket ${socket}"\n`);
+    return EXIT.failure;
+  }
+  await using client = connected;
+  const evicted = v.evict !== undefined ? await client.evict(v.evict) : v['evict-idle'] ? await client.evictIdle() : undefined;
+  const [health, stats, sets] = [await client.health(), await client.stats(), await client.list()];
+  if (v.json) {
+    process.stdout.write(`${JSON.stringify({ health, stats, sets, ...(evicted ? { evicted } : {}) })}\n`);
     return EXIT.ok;
-  });
+  }
+  const out: string[] = [];
+  if (evicted) out.push(`evicted ${evicted.length} set(s)`);
+  out.push(`daemon pid ${String(health.pid)}, penstock ${String(health.version)}, protocol ${String(health.protocol)}, up ${Number(health.uptimeSeconds).toFixed(0)} s`);
+  out.push(`${sets.length} set(s), ${formatSize(Number(stats.residentBytes))} resident, ${String(stats.leases)} lease(s), ${String(stats.connections)} connection(s); acquires ${String(stats.acquires)}, hits ${String(stats.hits)}, loads ${String(stats.loads)}, evictions ${String(stats.evictions)}`);
+  for (const d of stats.devices as { device: number; held: number; budget: number; free: number; total: number }[])
+    out.push(`GPU ${d.device}: ${formatSize(d.held)} held of a ${formatSize(d.budget)} budget; ${formatSize(d.free)} free of ${formatSize(d.total)}`);
+  if (sets.length > 0) {
+    out.push('');
+    out.push(['id', 'GPU', 'bytes', 'leases', 'hits', 'load s', 'state', 'set'].join('\t'));
+    for (const s of sets)
+      out.push([s.id, s.device, formatSize(s.bytes), s.leases, s.hits, s.loadSeconds.toFixed(3), s.state, describeSet(s)].join('\t'));
+  }
+  process.stdout.write(`${out.join('\n')}\n`);
+  return EXIT.ok;
 }

@@ -2,33 +2,15 @@
  * `penstock serve [--socket PATH] [--budget BYTES|N%] [--preload SPEC]... [--allow-uid UID]...`:
  * runs the daemon that keeps tensor sets resident in GPU memory until SIGINT or SIGTERM.
  */
+import path from 'node:path';
 import { formatSize } from '../../settings/config.js';
-import { startServer } from '../../serve/server.js';
+import { startServer, type ServeDaemon } from '../../serve/server.js';
+import { onEarlyEnd } from '../kit/process-end.js';
 import { defaultSocketPath } from '../../serve/socket-path.js';
 import type { ServeBudget } from '../../serve/resident-sets.js';
 import type { SetSpec } from '../../serve/protocol.js';
-import { EXIT, EXIT_HELP, runCommand } from '../common.js';
-import { ArgError, parseCommandLine, parseIntArg, parseSizeArg } from '../kit/args.js';
-import path from 'node:path';
-
-const HELP = `Usage: penstock serve [options]
-
-Keeps tensor sets resident in GPU memory and hands them to other processes
-(Node, PyTorch) over a Unix socket, through CUDA IPC. Runs until SIGINT or
-SIGTERM; then every set is freed and the socket removed.
-
-Options:
-  --socket PATH      where to listen (default ${defaultSocketPath()}); the
-                     folder is made 0700 and must be this user's alone
-  --budget SIZE|N%   GPU memory the sets may fill on each GPU (default 90%)
-  --preload SPEC     load a set before serving (repeatable): a path or URL,
-                     several joined by commas, or a JSON set spec such as
-                     '{"path":["/m/a.safetensors"],"device":1}'
-  --allow-uid UID    also serve this user id (repeatable)
-  --json             log one JSON object per line
-  -h, --help         this text
-
-${EXIT_HELP}`;
+import { ArgError, parseIntArg, parseSizeArg } from '../kit/args.js';
+import type { ParsedLine } from '../kit/command.js';
 
 /** The budget from `--budget`: a size (`24GiB`) or a share of each GPU's memory (`80%`). */
 export function parseBudget(text: string): ServeBudget {
@@ -56,42 +38,21 @@ export function parsePreload(text: string): SetSpec {
 }
 
 /** Runs `penstock serve`. */
-export async function runServeCli(argv: string[]): Promise<number> {
-  return runCommand('serve', async () => {
-    const { values: v, positionals } = parseCommandLine({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        socket: { type: 'string' },
-        budget: { type: 'string' },
-        preload: { type: 'string', multiple: true },
-        'allow-uid': { type: 'string', multiple: true },
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    });
-    if (v.help) {
-      process.stdout.write(HELP);
-      return EXIT.ok;
-    }
-    if (positionals.length > 0) throw new ArgError(`unexpected argument '${positionals[0]}'`);
-    const socket = path.resolve(v.socket ?? defaultSocketPath());
-    const budget = v.budget === undefined ? { percent: 90 } : parseBudget(v.budget);
-    const preload = (v.preload ?? []).map(parsePreload);
-    const allowUids = (v['allow-uid'] ?? []).map((u) => parseIntArg(u, '--allow-uid', 0, 2 ** 32 - 1));
-    const log = (event: string, fields: Record<string, unknown> = {}) =>
-      process.stdout.write(v.json ? `${JSON.stringify({ event, ...fields })}\n` : `penstock serve: ${event}${Object.keys(fields).length ? ` ${JSON.stringify(fields)}` : ''}\n`);
-    // The handlers are in place before anyone can learn that the daemon listens.
-    let stop!: () => void;
-    const stopped = new Promise<void>((resolve) => (stop = resolve));
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-    const daemon = await startServer({ socket, budget, preload, allowUids, log: (line) => log(line) });
-    const shown = 'bytes' in budget ? formatSize(budget.bytes) : `${budget.percent}% of each GPU`;
-    log(`listening on ${socket}`, { pid: process.pid, budget: shown, preloaded: daemon.sets.list().length });
-    await stopped;
-    await daemon.close();
-    log('stopped');
-    return EXIT.ok;
-  });
+export async function runServeCli({ values, all }: ParsedLine): Promise<number> {
+  const socket = path.resolve(typeof values.socket === 'string' ? values.socket : defaultSocketPath());
+  const budget = typeof values.budget === 'string' ? parseBudget(values.budget) : { percent: 90 };
+  const preload = (all?.preload ?? []).map(parsePreload);
+  const allowUids = (all?.['allow-uid'] ?? []).map((u) => parseIntArg(u, '--allow-uid', 0, 2 ** 32 - 1));
+  const json = values['log-json'] === true;
+  const log = (event: string, fields: Record<string, unknown> = {}) =>
+    process.stdout.write(json ? `${JSON.stringify({ event, ...fields })}\n` : `penstock serve: ${event}${Object.keys(fields).length ? ` ${JSON.stringify(fields)}` : ''}\n`);
+  // SIGINT and SIGTERM end the process as they end every command (status 130, 143); the daemon's
+  // GPU memory and connections go with the process, and only its socket file needs removing.
+  let daemon: ServeDaemon | undefined;
+  onEarlyEnd(() => daemon?.removeSocket());
+  daemon = await startServer({ socket, budget, preload, allowUids, log: (line) => log(line) });
+  const shown = 'bytes' in budget ? formatSize(budget.bytes) : `${budget.percent}% of each GPU`;
+  log(`listening on ${socket}`, { pid: process.pid, budget: shown, preloaded: daemon.sets.list().length });
+  // Serves until a signal ends the process.
+  return new Promise<number>(() => {});
 }
