@@ -149,7 +149,7 @@ const serve: CommandSpec = {
   usage: ['[--socket PATH] [--budget SIZE|N%] [--preload SPEC]...'],
   description: `Runs a daemon that keeps tensor sets resident in GPU memory and hands them to other processes (Node through connectServer, PyTorch through the Python client of 'penstock python-path') over a Unix socket, through CUDA IPC: a set is loaded on its first request and mapped by later ones without a copy. Sets nobody holds are evicted least recently used first when a load needs room under the budget.
 
-It runs until SIGINT or SIGTERM; then every set is freed and the socket removed. The socket's folder is made with mode 0700 when missing and must be this user's alone; peers of other users are refused unless allowed.`,
+It runs until SIGINT or SIGTERM (exit status 130 or 143); its socket is then removed, and its GPU memory goes with the process. The socket's folder is made with mode 0700 when missing and must be this user's alone; peers of other users are refused unless allowed.`,
   options: [
     { name: 'socket', value: 'PATH', help: 'where to listen (default $XDG_RUNTIME_DIR/penstock/serve.sock, else /tmp/penstock-<uid>/serve.sock)' },
     { name: 'budget', value: 'SIZE|N%', help: 'GPU memory the sets may fill on each GPU (default 90%)' },
