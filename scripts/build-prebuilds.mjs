@@ -68,16 +68,20 @@ function sysrootOf(t) {
   return sysroot;
 }
 
-/** The compiler's own C++ include folders and the folders that hold its Linux kernel headers. */
+/**
+ * The compiler's own folders: its C++ headers, its built-in headers (stddef.h, …), and those that
+ * hold Linux kernel headers. Its C library headers are not taken: they are the sysroot's.
+ */
 function compilerDirs(cxx) {
   const r = spawnSync(cxx, ['-E', '-x', 'c++', '-v', '-'], { input: '', encoding: 'utf8' });
   const dirs = r.stderr.split('\n').filter((l) => l.startsWith(' /')).map((l) => path.normalize(l.trim()));
-  const cxxDirs = dirs.filter((d) => /[/]c\+\+[/]/.test(d) || d.endsWith('/c++'));
+  const cxxDirs = dirs.filter((d) => /[/]c\+\+[/]/.test(d));
+  const builtin = must(spawnSync(cxx, ['-print-file-name=include'], { encoding: 'utf8' }), `${cxx} -print-file-name`).trim();
   const withFile = (f) => dirs.find((d) => fs.existsSync(path.join(d, f)));
   const linux = withFile('linux/io_uring.h') ?? withFile('linux/version.h');
   const asm = withFile('asm/unistd.h');
-  if (!cxxDirs.length || !linux || !asm) throw new Error(`${cxx}: could not find its C++ headers and kernel headers (${dirs.join(', ')})`);
-  return { cxxDirs, kernel: { linux: path.join(linux, 'linux'), 'asm-generic': path.join(linux, 'asm-generic'), asm: path.join(asm, 'asm') } };
+  if (!cxxDirs.length || !path.isAbsolute(builtin) || !linux || !asm) throw new Error(`${cxx}: could not find its C++, built-in and kernel headers (${dirs.join(', ')})`);
+  return { cxxDirs, builtin, kernel: { linux: path.join(linux, 'linux'), 'asm-generic': path.join(linux, 'asm-generic'), asm: path.join(asm, 'asm') } };
 }
 
 function build(arch, t, nodeGyp, scratch) {
@@ -86,18 +90,22 @@ function build(arch, t, nodeGyp, scratch) {
   // The kernel's headers (io_uring, …) come from the compiler's, not from the old sysroot: they
   // only name system calls and structures, which the running kernel decides on.
   const overlay = path.join(work, 'kernel-headers');
-  const { cxxDirs, kernel } = compilerDirs(t.CXX);
+  const { cxxDirs, builtin, kernel } = compilerDirs(t.CXX);
   fs.mkdirSync(overlay, { recursive: true });
   for (const [name, dir] of Object.entries(kernel)) fs.symlinkSync(dir, path.join(overlay, name));
-  // This GCC's static C++ library, found before the sysroot's own (older) one.
+  // This GCC's static C++ library, found before the sysroot's own (older) one: a linker script in
+  // its name that adds libgcc.a, whose helpers (aarch64's outline atomics) it calls and the old
+  // libgcc_s lacks. libgcc_eh.a stays out: its unwinder wants a newer glibc (_dl_find_object).
   const libs = path.join(work, 'lib');
   fs.mkdirSync(libs);
-  for (const a of ['libstdc++.a', 'libsupc++.a']) {
-    const at = must(spawnSync(t.CXX, [`-print-file-name=${a}`], { encoding: 'utf8' }), `${t.CXX} -print-file-name`).trim();
-    if (!path.isAbsolute(at)) throw new Error(`${t.CXX}: no ${a} (install its libstdc++ development package)`);
-    fs.symlinkSync(at, path.join(libs, a));
-  }
-  const sys = [`--sysroot=${sysroot}`, '-isystem', overlay];
+  const gccFile = (f) => {
+    const at = must(spawnSync(t.CXX, [`-print-file-name=${f}`], { encoding: 'utf8' }), `${t.CXX} -print-file-name`).trim();
+    if (!path.isAbsolute(at)) throw new Error(`${t.CXX}: no ${f} (install its libstdc++ development package)`);
+    return at;
+  };
+  fs.writeFileSync(path.join(libs, 'libstdc++.a'), `GROUP ( ${gccFile('libstdc++.a')} ${gccFile('libgcc.a')} )\n`);
+  // Headers: the sysroot's C library, never the compiler's own (newer) one.
+  const sys = [`--sysroot=${sysroot}`, '-nostdinc', '-isystem', builtin, '-isystem', overlay, '-isystem', path.join(sysroot, 'usr/include')];
   const compat = path.join(work, 'prebuild-compat.o');
   must(spawnSync(t.CC, [...sys, '-O2', '-fPIC', '-fvisibility=hidden', '-c', path.join(root, 'scripts/prebuild-compat.c'), '-o', compat], { encoding: 'utf8' }), 'compiling prebuild-compat.c');
   const exportsMap = path.join(work, 'exports.map');
