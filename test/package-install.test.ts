@@ -157,7 +157,7 @@ describe('the packed package', { skip }, () => {
         ...bareEnv(),
         npm_config_store_dir: path.join(work, 'pnpm-store'),
         // Yarn reads no npm configuration: the same registry and certificate authorities.
-        YARN_NPM_REGISTRY_SERVER: npmConfig('registry')?.replace(/[/]$/, ''), YARN_CA_FILE_PATH: npmConfig('cafile'),
+        YARN_NPM_REGISTRY_SERVER: npmConfig('registry')?.replace(/[/]$/, ''), YARN_HTTPS_CA_FILE_PATH: npmConfig('cafile'),
         YARN_CACHE_FOLDER: path.join(work, 'yarn-cache'), YARN_ENABLE_GLOBAL_CACHE: 'false',
         YARN_ENABLE_TELEMETRY: '0', YARN_ENABLE_IMMUTABLE_INSTALLS: 'false',
       };
