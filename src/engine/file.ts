@@ -12,7 +12,9 @@ import { hostRegion, type HostMemory } from '../memory/host-memory.js';
 import { Lifetime } from '../memory/lifetime.js';
 import { progressOf, transferOptions, type TransferOptions, type ReadOptions, type WriteOptions, type ValidOptions } from './transfer-options.js';
 import { FileRouting, type FileRoute, type RouteReason } from './routing.js';
-import { anyDevicePrepared, cufileEvidence, currentSettings, cudaStatus, ensurePool, prepareDevice } from '../addon/runtime.js';
+import { currentSettings, cudaStatus, ensurePool } from '../addon/runtime.js';
+import { anyDevicePrepared, prepareDevice } from '../addon/gpu-preparation.js';
+import { cufileEvidence } from '../addon/cufile-driver.js';
 import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
 import { readCached, readCachedToDevice } from './inline-read.js';
 import { KeptFile } from './kept-pages.js';
@@ -22,6 +24,8 @@ import { cufileSpec, hostSpec, stagedSpec, type SpecBase } from './op-spec.js';
 import { planRead, readsInline, readsInlineToDevice } from '../plan/transfer-plan.js';
 import { readFactsOf, residencyOf } from './read-facts.js';
 import { checkLength, checkRange, describe } from '../vocabulary/validate.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
+import { openRegularFile } from './open-regular.js';
 
 export type { ReadOptions, TransferOptions, WriteOptions } from './transfer-options.js';
 
@@ -433,20 +437,14 @@ export async function open(path: string, flags: OpenFlags = 'r', options: OpenOp
   // Own keys only: '__proto__' or 'toString' name no flags.
   const entry = typeof flags === 'string' && Object.hasOwn(FLAG_TABLE, flags) ? FLAG_TABLE[flags] : undefined;
   if (!entry) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `Unknown open flags ${describe(flags)} (use r, r+, w, w+, wx, wx+)`);
+  checkOptionKeys('open', options);
+  if (options.mode !== undefined && (typeof options.mode !== 'number' || !Number.isInteger(options.mode) || options.mode < 0 || options.mode > 0o7777))
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `mode must be a file mode from 0 to 0o7777, got ${describe(options.mode)}`);
   const compatMode = options.compatMode ?? currentSettings().compatMode;
   if (!['auto', 'on', 'off'].includes(compatMode))
     throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `Unknown compatMode ${describe(compatMode)}`);
-  let fd: number;
-  try {
-    fd = await openAsync(path, entry.flags, options.mode ?? 0o644);
-  } catch (err) {
-    throw systemError(err as NodeJS.ErrnoException);
-  }
-  const st = await fstatAsync(fd);
-  if (st.isDirectory()) {
-    await closeAsync(fd);
-    throw systemError(Object.assign(new Error(`EISDIR: illegal operation on a directory, open '${path}'`), { code: 'EISDIR', errno: -21, syscall: 'open', path }));
-  }
+  // A FIFO, device or socket is refused without blocking; a directory is EISDIR.
+  const fd = await openRegularFile(path, entry.flags, options.mode ?? 0o644);
   const file = new PenstockFile(path, flags, fd, compatMode);
   // Where the process already uses a GPU, register with cuFile now, as part of opening, so the
   // first read does not pay for it. Elsewhere it waits for the first device operation, and

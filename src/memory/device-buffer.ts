@@ -5,8 +5,10 @@ import { native } from '../addon/binding.js';
 import { fromNative, usage } from '../vocabulary/errors.js';
 import { hostRegion, type HostMemory, type HostRegion } from './host-memory.js';
 import { Lifetime } from './lifetime.js';
-import { call, checkDevice, prepareDevice, requireCuda } from '../addon/runtime.js';
+import { call, checkDevice, requireCuda } from '../addon/runtime.js';
+import { prepareDevice } from '../addon/gpu-preparation.js';
 import { checkLength, checkRange, describe } from '../vocabulary/validate.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
 
 /** The allocation a buffer and all its views share (reachable only through private fields). */
 interface Root {
@@ -97,10 +99,11 @@ export class DeviceBuffer {
    */
   static alloc(size: number, options: DeviceBufferOptions = {}): DeviceBuffer {
     checkLength(size, 'size');
+    checkOptionKeys('DeviceBuffer.alloc', options);
     const device = options.device ?? 0;
     requireCuda();
     checkDevice(device);
-    prepareDevice(device);
+    prepareDevice(device, size);
     const ptr = size === 0 ? 0n : call(() => native().deviceAlloc(device, size));
     const root = newRoot(ptr, device, true);
     if (ptr !== 0n) collector.register(root, { ptr, device, imported: false }, root);
@@ -116,6 +119,7 @@ export class DeviceBuffer {
     if (typeof ptr !== 'bigint' || ptr <= 0n)
       throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `ptr must be a positive bigint device address, got ${describe(ptr)}`);
     checkLength(byteLength, 'byteLength');
+    checkOptionKeys('DeviceBuffer.wrap', options);
     requireCuda();
     const info = call(() => native().pointerInfo(ptr));
     if (options.device !== undefined && options.device !== info.device)
@@ -123,7 +127,7 @@ export class DeviceBuffer {
     const end = info.base + BigInt(info.size);
     if (ptr + BigInt(byteLength) > end)
       throw usage('ERR_PENSTOCK_OUT_OF_RANGE', `${byteLength} bytes from that pointer run past the end of its allocation`);
-    prepareDevice(info.device);
+    prepareDevice(info.device, byteLength);
     return new DeviceBuffer(newRoot(ptr, info.device, false), 0, byteLength);
   }
 
@@ -193,6 +197,7 @@ export class DeviceBuffer {
   /** Copies host memory into this buffer at `offset` (default 0). */
   async copyFrom(source: HostMemory, options: { offset?: number } = {}): Promise<void> {
     const src = hostRegion(source, 'source');
+    checkOptionKeys('copyFrom', options);
     const offset = options.offset ?? 0;
     checkLength(offset, 'offset');
     checkRange(offset, src.length, this.byteLength, 'DeviceBuffer');
@@ -205,6 +210,7 @@ export class DeviceBuffer {
   /** Copies `size` bytes (default: as many as fit) from `offset` of this buffer into host memory. */
   async copyTo(target: HostMemory, options: { offset?: number; size?: number } = {}): Promise<void> {
     const dst = hostRegion(target, 'target');
+    checkOptionKeys('copyTo', options);
     const offset = options.offset ?? 0;
     checkLength(offset, 'offset');
     const size = options.size ?? Math.min(dst.length, Math.max(0, this.byteLength - offset));
