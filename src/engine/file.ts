@@ -4,7 +4,7 @@
  */
 import fs from 'node:fs';
 import { promisify } from 'node:util';
-import { native, type NativeOp, type NativeOpSpec, type NativeOpResult } from '../addon/binding.js';
+import { native, type NativeOpSpec, type NativeOpResult } from '../addon/binding.js';
 import type { CompatMode } from '../settings/config.js';
 import { DeviceBuffer } from '../memory/device-buffer.js';
 import { AbortError, fromNative, systemError, usage } from '../vocabulary/errors.js';
@@ -17,6 +17,7 @@ import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type R
 import { readCached, readCachedToDevice } from './inline-read.js';
 import { KeptFile } from './kept-pages.js';
 import { readKept } from './kept-read.js';
+import { runRecorded, settleInline } from './runner.js';
 import type { Reason } from '../vocabulary/reasons.js';
 import { cufileSpec, hostSpec, stagedSpec, type SpecBase } from './op-spec.js';
 import { planRead, readsInline, readsInlineToDevice } from '../plan/transfer-plan.js';
@@ -318,45 +319,12 @@ export class PenstockFile {
     const rec = recordOf(route, device, { bytes, tasks: 1, peakTasks: 1, routeShare: { tasks: 1, bytes, busyNs: ns, ioNs: ns, waitNs: 0 } }, false, false);
     rec.inline = true;
     if (helped !== undefined) rec.helpedPieces = helped;
-    this.#count(rec);
-    if (!onProgress) return Promise.resolve(rec);
-    // Progress comes after the call returns, as it does from the pool.
-    return Promise.resolve().then(() => {
-      try {
-        onProgress(bytes);
-      } catch (err) {
-        queueMicrotask(() => {
-          throw err;
-        });
-      }
-      return rec;
-    });
+    return settleInline(rec, (r) => this.#count(r), onProgress);
   }
 
-  async #run(
-    spec: NativeOpSpec,
-    signal: AbortSignal | undefined,
-    record: (r: NativeOpResult | undefined, failed: boolean) => OpRecord,
-  ): Promise<OpRecord> {
-    let op: NativeOp;
-    try {
-      op = native().submit(spec);
-    } catch (err) {
-      throw fromNative(err, this.path);
-    }
-    const onAbort = () => op.cancel();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    try {
-      const r = await op.promise;
-      return this.#count(record(r, false));
-    } catch (err) {
-      this.#count(record(undefined, true));
-      const e = fromNative(err, this.path);
-      if (e instanceof AbortError && signal?.reason !== undefined) throw new AbortError(undefined, { cause: signal.reason });
-      throw e;
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-    }
+  /** Runs `spec` on the pool (runner.ts), its record made by `record` and counted here. */
+  #run(spec: NativeOpSpec, signal: AbortSignal | undefined, record: (r: NativeOpResult | undefined, failed: boolean) => OpRecord): Promise<OpRecord> {
+    return runRecorded(() => native().submit(spec), signal, this.path, record, (rec) => this.#count(rec));
   }
 
   /**
