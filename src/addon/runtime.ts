@@ -8,7 +8,7 @@ import os from 'node:os';
 import { native, type CudaStatus, type CuFileStatus, type CuFileGpuCounters, type NativeDeviceInfo } from './binding.js';
 import { currentSettings } from '../settings/current.js';
 import { fromNative, usage, PenstockError } from '../vocabulary/errors.js';
-import { cudaProblem, cufileUnavailableReason } from '../vocabulary/reasons.js';
+import { cudaProblem, cufileUnavailableReason, type Reason } from '../vocabulary/reasons.js';
 import { GATHER_STAGE, POOL_SPIN_NS, poolSpinners } from '../plan/transfer-plan.js';
 
 export { currentSettings };
@@ -158,7 +158,7 @@ export function cufileStatus(): CuFileStatus {
 }
 
 /** Why cuFile cannot be used at all in this process, as {code, message}, or undefined. */
-export function cufileUnavailable(): { code: string; message: string } | undefined {
+export function cufileUnavailable(): Reason | undefined {
   return cufileUnavailableReason(cufileStatus(), hasGpu() ? undefined : cudaUnavailableReason());
 }
 

@@ -11,14 +11,14 @@ import { AbortError, fromNative, systemError, usage } from '../vocabulary/errors
 import { hostRegion, type HostMemory } from '../memory/host-memory.js';
 import { Lifetime } from '../memory/lifetime.js';
 import { progressOf, transferOptions, type TransferOptions, type ReadOptions, type WriteOptions, type ValidOptions } from './transfer-options.js';
-import { FileRouting, type FileRoute, type RouteReason } from './routing.js';
+import { FileRouting, type FileRoute } from './routing.js';
 import { anyDevicePrepared, cufileEvidence, currentSettings, cudaStatus, ensurePool, prepareDevice } from '../addon/runtime.js';
 import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
 import { readCached, readCachedToDevice } from './inline-read.js';
 import { KeptFile } from './kept-pages.js';
 import { readKept } from './kept-read.js';
 import { runRecorded, settleInline } from './runner.js';
-import type { Reason } from '../vocabulary/reasons.js';
+import { directIoRefusedPieces, directIoUnavailable, mappedRefused, type Reason } from '../vocabulary/reasons.js';
 import { cufileSpec, hostSpec, stagedSpec, type SpecBase } from './op-spec.js';
 import { planRead, readsInline, readsInlineToDevice } from '../plan/transfer-plan.js';
 import { readFactsOf, residencyOf } from './read-facts.js';
@@ -93,8 +93,8 @@ export class PenstockFile {
   #fd: number;
   #directFd: number | undefined;
   #resources: FileResources;
-  #directRefused: RouteReason | undefined;
-  #mappedRefused: RouteReason | undefined;
+  #directRefused: Reason | undefined;
+  #mappedRefused: Reason | undefined;
   #inlineUnsupported = false;
   #routing: FileRouting;
   #kept = new KeptFile();
@@ -337,18 +337,10 @@ export class PenstockFile {
     const rec = recordOf(route, device, r, failed, direct && !fellBack);
     if (fellBack) {
       const why = fromNative(fellBack.record);
-      this.#directRefused ??= {
-        code: 'DIRECT_IO_REFUSED',
-        message: `The file system refused O_DIRECT for ${fellBack.pieces} piece(s) of a transfer (${(why as { code?: string }).code ?? 'error'}): those went through the page cache.`,
-      };
+      this.#directRefused ??= directIoRefusedPieces(fellBack.pieces, (why as { code?: string }).code ?? 'error');
     }
     const e = r?.mapped?.error;
-    if (e) {
-      rec.mappedFallback = this.#mappedRefused ??= {
-        code: 'MAPPED_REFUSED',
-        message: `The GPU could not copy straight from this file's page cache (${e.code ?? 'ERROR'}: ${e.message}); penstock's staged path carries its reads instead.`,
-      };
-    }
+    if (e) rec.mappedFallback = this.#mappedRefused ??= mappedRefused(e.code ?? 'ERROR', e.message);
     return rec;
   }
 
@@ -379,11 +371,7 @@ export class PenstockFile {
       why = (err as NodeJS.ErrnoException).code ?? 'error';
       fd = -1;
     }
-    if (why !== undefined)
-      this.#directRefused = {
-        code: 'DIRECT_IO_REFUSED',
-        message: `O_DIRECT could not be used for this file (${why}): buffered I/O is used instead.`,
-      };
+    if (why !== undefined) this.#directRefused = directIoUnavailable(why);
     this.#directFd = fd;
     if (fd >= 0) this.#resources.fds.push(fd);
     return fd;
