@@ -15,7 +15,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { native } from '../src/addon/binding.js';
 import { DeviceBuffer, hasGpu, open } from '../src/index.js';
-import { poolSpinnerCount, prepareDevice } from '../src/addon/runtime.js';
+import { poolSpinnerCount } from '../src/addon/runtime.js';
+import { prepareDevice } from '../src/addon/gpu-preparation.js';
 import { inlineDeviceSplit } from '../src/plan/transfer-plan.js';
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '40' }, helpers: { type: 'string', default: '3' }, dir: { type: 'string', default: os.tmpdir() }, child: { type: 'string' }, public: { type: 'boolean', default: false } } });

@@ -249,7 +249,7 @@ describe('one read, by its offset and size', () => {
 
   test('a file that does not go direct: the read follows the file', async () => {
     const p = await shape(0, 1 << 20, { 'etc/cufile.json': '{ "properties": { "force_compat_mode": true } }' });
-    assert.equal(p.shape?.route, 'cufile-compat');
-    assert.deepEqual(p.shape?.reasons.map((r) => r.code), ['COMPAT_FORCED']);
+    assert.equal(p.shape?.route, 'posix-device');
+    assert.deepEqual(p.shape?.reasons.map((r) => r.code), ['CUFILE_COMPAT_FORCED']);
   });
 });

@@ -126,11 +126,12 @@ describe('a GDS-ready NVMe host', () => {
     assert.equal(check(c, 'path.route').status, 'pass');
   });
 
-  test('forcing compat mode through the environment moves the file to cufile-compat', async () => {
+  test('forcing compat mode through the environment keeps penstock from opening cuFile: staged, with that reason', async () => {
     const r = await run('gds-nvme', ['/data/model.bin'], facts, { CUFILE_FORCE_COMPAT_MODE: 'true', PENSTOCK_THREADS: '8' });
     const p = r.paths[0]!;
-    assert.equal(p.prediction.route, 'cufile-compat');
-    assert.deepEqual(codes(p), ['COMPAT_FORCED']);
+    assert.equal(p.prediction.route, 'posix-device');
+    assert.deepEqual(codes(p), ['CUFILE_COMPAT_FORCED']);
+    assert.equal(check(r.platform, 'platform.cufile.open').data?.code, 'CUFILE_COMPAT_FORCED');
     assert.match(p.verdict, /remove CUFILE_FORCE_COMPAT_MODE/);
     assert.equal(check(r.platform, 'platform.compat').status, 'fail');
     assert.deepEqual(check(r.platform, 'platform.env').data, { CUFILE_FORCE_COMPAT_MODE: 'true', PENSTOCK_THREADS: '8' });
@@ -144,9 +145,13 @@ describe('a GDS-ready NVMe host', () => {
   });
 
   test('compat not allowed: what cannot go direct is refused by cuFile and staged by penstock', async () => {
-    const r = await run('gds-nvme', ['/data/model.bin'], gpuFacts('00000000:83:00.0', props(true, NVME, false)), { CUFILE_FORCE_COMPAT_MODE: '1' });
+    const r = await run('gds-nvme', ['/data/model.bin'], gpuFacts('00000000:83:00.0', props(true, NVME, false), 'NVIDIA GeForce RTX 4090'));
     assert.equal(r.paths[0]!.prediction.route, 'posix-device');
-    assert.deepEqual(codes(r.paths[0]!), ['COMPAT_FORCED', 'COMPAT_NOT_ALLOWED']);
+    assert.deepEqual(codes(r.paths[0]!), ['GEFORCE_GPU', 'COMPAT_NOT_ALLOWED']);
+    // Forced compat keeps penstock from opening cuFile at all: that is then the one reason.
+    const forced = await run('gds-nvme', ['/data/model.bin'], gpuFacts('00000000:83:00.0', props(true, NVME, false)), { CUFILE_FORCE_COMPAT_MODE: '1' });
+    assert.equal(forced.paths[0]!.prediction.route, 'posix-device');
+    assert.deepEqual(codes(forced.paths[0]!), ['CUFILE_COMPAT_FORCED']);
   });
 
   test('a GeForce GPU gets no direct path', async () => {
@@ -174,14 +179,14 @@ describe('a GPU VM with a virtio disk, no nvidia-fs and no udev', () => {
     const r = await run('gpu-vm', ['/root/model.bin'], gpuFacts('00000000:00:06.0', props(false, 0)));
     const p = r.paths[0]!;
     assert.equal(p.prediction.route, 'posix-device');
-    assert.deepEqual(codes(p), ['NO_UDEV', 'NO_NVIDIA_FS', 'EXT4_NOT_DATA_ORDERED', 'VIRTIO_DISK']);
+    assert.deepEqual(codes(p), ['NO_UDEV', 'NO_NVIDIA_FS', 'EXT4_NOT_DATA_ORDERED', 'VIRTIO_DISK', 'CUFILE_NO_DIRECT_PATH']);
     const msg = p.prediction.blockers.map((b) => b.message).join('\n');
     assert.match(msg, /run udev \(systemd-udevd\) or mount \/run\/udev/);
     assert.match(msg, /5027/);
     assert.match(msg, /load the nvidia-fs kernel module/);
     assert.match(msg, /remount ext4 with data=ordered/);
     assert.match(msg, /this disk is virtio, not NVMe \(vda\): no direct path in this VM/);
-    assert.match(p.verdict, /^posix-device .*\(\+3 more\)$/);
+    assert.match(p.verdict, /^posix-device .*\(\+4 more\)$/);
     assert.deepEqual(warningCodes(p), [], 'no PCIe advice for a disk that cannot go direct anyway');
     assert.equal(check(p.checks, 'path.pcie').summary, 'not applicable (no local NVMe drive)');
     assert.equal(check(p.checks, 'path.block_device').data?.kind, 'virtio');
@@ -288,7 +293,7 @@ describe('a machine without CUDA', () => {
     const r = await run('no-cuda', ['/srv/model.bin'], NO_CUDA);
     const p = r.paths[0]!;
     assert.equal(p.prediction.route, 'posix-host');
-    assert.deepEqual(codes(p), ['NO_CUDA', 'CUFILE_NOT_LOADED', 'NO_NVIDIA_FS']);
+    assert.deepEqual(codes(p), ['NO_CUDA', 'NO_NVIDIA_FS', 'CUFILE_NO_DIRECT_PATH']);
     assert.match(p.verdict, /^posix-host \(no usable GPU: host reads only\): install the NVIDIA driver/);
     assert.equal(check(r.platform, 'platform.cuda.driver').status, 'fail');
     assert.match(check(r.platform, 'platform.cuda.driver').summary, /cannot open shared object file/);

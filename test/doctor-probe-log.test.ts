@@ -144,7 +144,7 @@ describe('cuFile on an H200 VM without nvidia-fs', () => {
   test("against the doctor's prediction for that VM nothing is NOT PREDICTED; P2PDMA is predicted by NO_NVIDIA_FS", async () => {
     const { prediction } = await predictionFor('gpu-vm', '/root/model.bin', gpuFacts('0000:00:06.0', props(false, 0), 'NVIDIA H200'));
     const codes = prediction.blockers.map((b) => b.code);
-    assert.deepEqual(codes, ['NO_UDEV', 'NO_NVIDIA_FS', 'EXT4_NOT_DATA_ORDERED', 'VIRTIO_DISK']);
+    assert.deepEqual(codes, ['NO_UDEV', 'NO_NVIDIA_FS', 'EXT4_NOT_DATA_ORDERED', 'VIRTIO_DISK', 'CUFILE_NO_DIRECT_PATH']);
     const { result, logCheck } = judgeProbe(probedWith(shown), prediction);
     const evidence = result.cufileEvidence ?? [];
     assert.equal(evidence.length, 10);

@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { fakeDriverDir, makeFile, repoRoot, tmpDir } from './helpers.js';
+import { fakeDriverDir, fakeSystemRoot, makeFile, repoRoot, tmpDir } from './helpers.js';
 import { diagnose, type DoctorReport, type PlatformFacts } from '../src/doctor/index.js';
 import { PROBE_MARK } from '../src/doctor/types.js';
 
@@ -26,6 +26,8 @@ function fakeEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
     ...baseEnv(),
     PENSTOCK_CUDA_LIBRARY: path.join(fakeDriverDir, 'libcuda.so.1'),
     PENSTOCK_CUFILE_LIBRARY: path.join(fakeDriverDir, 'libcufile.so.0'),
+    // A machine with nvidia-fs, so that penstock opens the fake cuFile.
+    PENSTOCK_SYSTEM_ROOT: fakeSystemRoot({ nvidiaFs: true }),
     ...extra,
   };
 }

@@ -63,7 +63,7 @@ describe('links inside a recorded root', () => {
     const cfg = r.platform.find((c) => c.id === 'platform.cufile.config')!;
     assert.equal(cfg.data?.found, true);
     assert.equal(cfg.data?.force_compat_mode, true);
-    assert.ok(r.paths[0]!.prediction.blockers.some((b) => b.code === 'COMPAT_FORCED'));
+    assert.ok(r.paths[0]!.prediction.blockers.some((b) => b.code === 'CUFILE_COMPAT_FORCED'));
   });
 
   test("a link to a file the root lacks is missing, even when this machine has one", async () => {

@@ -20,8 +20,8 @@ async function deviceBytes(buf: import('../src/index.js').DeviceBuffer): Promise
   return buf.toBuffer();
 }
 
-// A GPU in use before the first open(), as in the tests of fake-device.test.ts that precede these.
-before(() => DeviceBuffer.alloc(4096).free());
+// A GPU prepared before the first open(), its cuFile driver open, as in a process that prepared ahead.
+before(() => p.prepareGpu(0));
 
 describe('cuFile path', () => {
   test('auto mode registers the file; counters say gds; data matches', async () => {

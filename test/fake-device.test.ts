@@ -21,7 +21,9 @@ async function deviceBytes(buf: import('../src/index.js').DeviceBuffer): Promise
 }
 
 describe('runtime', () => {
-  test('the fake driver is loaded and reports two GPUs', () => {
+  test('the fake driver is loaded and reports two GPUs; cuFile is opened once a GPU is prepared', async () => {
+    assert.deepEqual(runtimeInfo().cufileOpen, { open: 'background' });
+    await p.prepareGpu(0);
     const rt = runtimeInfo();
     assert.equal(rt.cuda.initialized, true);
     assert.equal(rt.cuda.deviceCount, 2);

@@ -8,13 +8,18 @@ import { useFakeDriver, makeFile, withEnv } from './helpers.js';
 useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '2' });
 
 import assert from 'node:assert/strict';
-import { afterEach, describe, test } from 'node:test';
+import { afterEach, before, describe, test } from 'node:test';
 import type { DeviceBuffer as DeviceBufferType, PenstockFile } from '../src/index.js';
-const { DeviceBuffer, configure, getConfig, open } = await import('../src/index.js');
+const { DeviceBuffer, configure, getConfig, open, prepareGpu } = await import('../src/index.js');
 const { GATHER_COPY, GATHER_MIN, GATHER_TASK } = await import('../src/plan/transfer-plan.js');
 
 const initial = getConfig();
 afterEach(() => configure(initial));
+// Both GPUs' stages allocated in full before the reads (a fresh process fills them beside its first reads).
+before(async () => {
+  await prepareGpu(0);
+  await prepareGpu(1);
+});
 const KiB = 1024;
 const MiB = 1024 * KiB;
 // Every read below goes to the pool (none on the calling thread) by the staged route.

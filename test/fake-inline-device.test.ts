@@ -12,7 +12,8 @@ import { afterEach, describe, test } from 'node:test';
 const { DeviceBuffer, configure, getConfig, open, PenstockError } = await import('../src/index.js');
 const { INLINE_DEVICE_PIECE, INLINE_HELPED_PIECE, inlineDeviceSplit } = await import('../src/plan/transfer-plan.js');
 const { native } = await import('../src/addon/binding.js');
-const { poolSpinnerCount, prepareDevice } = await import('../src/addon/runtime.js');
+const { poolSpinnerCount } = await import('../src/addon/runtime.js');
+const { prepareDevice } = await import('../src/addon/gpu-preparation.js');
 const fs = await import('node:fs');
 
 const initial = getConfig();

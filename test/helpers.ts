@@ -16,7 +16,27 @@ export const fakeDriverDir = path.join(repoRoot, 'dist/fake-driver');
 export function useFakeDriver(env: Record<string, string> = {}): void {
   process.env.PENSTOCK_CUDA_LIBRARY = path.join(fakeDriverDir, 'libcuda.so.1');
   process.env.PENSTOCK_CUFILE_LIBRARY = path.join(fakeDriverDir, 'libcufile.so.0');
+  // The fake cuFile stands in for one that can move data directly, so penstock opens it.
+  process.env.PENSTOCK_SYSTEM_ROOT = fakeSystemRoot({ nvidiaFs: true });
   for (const [k, v] of Object.entries(env)) process.env[k] = v;
+}
+
+/**
+ * A recorded machine's root for the facts that decide whether cuFile's driver is opened: with
+ * `/proc/driver/nvidia-fs/devcount` where `nvidiaFs`, and `/etc/cufile.json` holding `cufileJson`.
+ */
+export function fakeSystemRoot(options: { nvidiaFs: boolean; cufileJson?: object }): string {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'penstock-root-'));
+  process.on('exit', () => fs.rmSync(root, { recursive: true, force: true }));
+  if (options.nvidiaFs) {
+    fs.mkdirSync(path.join(root, 'proc/driver/nvidia-fs'), { recursive: true });
+    fs.writeFileSync(path.join(root, 'proc/driver/nvidia-fs/devcount'), '1\n');
+  }
+  if (options.cufileJson) {
+    fs.mkdirSync(path.join(root, 'etc'), { recursive: true });
+    fs.writeFileSync(path.join(root, 'etc/cufile.json'), JSON.stringify(options.cufileJson));
+  }
+  return root;
 }
 
 /** Sets environment switches of the fake driver for the duration of `fn`. */

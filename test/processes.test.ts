@@ -8,17 +8,18 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { defaults } from '../src/settings/config.js';
 import { planDeviceRead } from '../src/plan/transfer-plan.js';
-import { fakeDriverDir, makeFile, repoRoot } from './helpers.js';
+import { fakeDriverDir, fakeSystemRoot, makeFile, repoRoot } from './helpers.js';
 
 const entry = path.join(repoRoot, 'dist/src/index.js');
 const fakeCuda = path.join(fakeDriverDir, 'libcuda.so.1');
 const fakeCuFile = path.join(fakeDriverDir, 'libcufile.so.0');
+const withNvidiaFs = fakeSystemRoot({ nvidiaFs: true });
 
 /** Runs `body` as an ES module in a fresh node with `p` bound to penstock; returns its JSON output. */
 function child(body: string, env: Record<string, string> = {}, timeout = 60_000, flags: string[] = []) {
   const code = `const p = await import(${JSON.stringify(entry)});\n${body}`;
   const r = spawnSync(process.execPath, [...flags, '--input-type=module', '-e', code], {
-    env: { ...process.env, PENSTOCK_CUDA_LIBRARY: fakeCuda, PENSTOCK_CUFILE_LIBRARY: fakeCuFile, ...env },
+    env: { ...process.env, PENSTOCK_CUDA_LIBRARY: fakeCuda, PENSTOCK_CUFILE_LIBRARY: fakeCuFile, PENSTOCK_SYSTEM_ROOT: withNvidiaFs, ...env },
     encoding: 'utf8',
     timeout,
   });
@@ -156,9 +157,9 @@ test('PENSTOCK_* variables configure the defaults, and bad ones are refused', ()
   });
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(
-    { ...r.json, cudaLibrary: undefined, cufileLibrary: undefined },
+    { ...r.json, cudaLibrary: undefined, cufileLibrary: undefined, systemRoot: undefined },
     {
-      compatMode: 'on', threads: 3, taskSize: 1 << 20, gdsThreshold: 65536, bounceBufferSize: 2 << 20, directIoRead: true, directIoWrite: false, writeThreads: 2, mappedReads: false, hostStaging: false, keptPagesMax: 64 << 20, inlineReadMax: 256 << 10, cudaLibrary: undefined, cufileLibrary: undefined,
+      compatMode: 'on', threads: 3, taskSize: 1 << 20, gdsThreshold: 65536, bounceBufferSize: 2 << 20, directIoRead: true, directIoWrite: false, writeThreads: 2, mappedReads: false, hostStaging: false, keptPagesMax: 64 << 20, inlineReadMax: 256 << 10, cudaLibrary: undefined, cufileLibrary: undefined, systemRoot: undefined,
       remoteConcurrency: 7, remoteRangeSize: 1 << 20, remoteRetries: 5, remoteTimeoutMs: 30_000, remoteRetryBaseMs: 100, remoteWorkers: 0,
     },
   );

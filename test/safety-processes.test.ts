@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
-import { fakeDriverDir, makeFile, repoRoot } from './helpers.js';
+import { fakeDriverDir, fakeSystemRoot, makeFile, repoRoot } from './helpers.js';
 
 const script = path.join(repoRoot, 'dist/test/scenarios/safety.js');
 
@@ -17,6 +17,7 @@ function scenario(name: string, file: string, extra: string[] = [], env: Record<
       ...process.env,
       PENSTOCK_CUDA_LIBRARY: path.join(fakeDriverDir, 'libcuda.so.1'),
       PENSTOCK_CUFILE_LIBRARY: path.join(fakeDriverDir, 'libcufile.so.0'),
+      PENSTOCK_SYSTEM_ROOT: fakeSystemRoot({ nvidiaFs: true }),
       ...env,
     },
     encoding: 'utf8',

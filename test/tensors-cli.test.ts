@@ -5,12 +5,12 @@ import crypto from 'node:crypto';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { assertVerified, loadTensors, verifyTensorSet } from '../src/index.js';
-import { fakeDriverDir, repoRoot, tmpDir } from './helpers.js';
+import { fakeDriverDir, fakeSystemRoot, repoRoot, tmpDir } from './helpers.js';
 import { writeRawSafetensors, writeSafetensors, writeSharded } from './tensor-writer.js';
 
 const cli = path.join(repoRoot, 'dist/src/cli/main.js');
 const noGpu = { PENSTOCK_CUDA_LIBRARY: '/nonexistent/libcuda.so.1' };
-const fakeGpu = { PENSTOCK_CUDA_LIBRARY: path.join(fakeDriverDir, 'libcuda.so.1'), PENSTOCK_CUFILE_LIBRARY: path.join(fakeDriverDir, 'libcufile.so.0'), FAKE_CUFILE_REGISTER_ERROR: '5027' };
+const fakeGpu = { PENSTOCK_SYSTEM_ROOT: fakeSystemRoot({ nvidiaFs: true }), PENSTOCK_CUDA_LIBRARY: path.join(fakeDriverDir, 'libcuda.so.1'), PENSTOCK_CUFILE_LIBRARY: path.join(fakeDriverDir, 'libcufile.so.0'), FAKE_CUFILE_REGISTER_ERROR: '5027' };
 const run = (env: Record<string, string>, ...args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', env: { ...process.env, ...env } });
 let n = 0;
 const specs = [

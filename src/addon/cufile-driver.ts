@@ -9,19 +9,17 @@ import { currentSettings } from '../settings/current.js';
 import type { CompatMode } from '../settings/table.js';
 import { planCuFileOpen, type CuFileOpenPlan } from '../plan/cufile-open.js';
 import { cufileDirectPathFacts, type CuFileDirectPathFacts } from '../system/cufile-outlook.js';
+import { SysRoot } from '../system/sysfs.js';
 import { cufileOpening, cufileUnavailableReason, type Reason } from '../vocabulary/reasons.js';
 
-let facts: CuFileDirectPathFacts | undefined;
+let facts: { root: string; facts: CuFileDirectPathFacts } | undefined;
 let opening: Promise<void> | undefined;
 
-/** The machine's facts for cuFile's direct path, read once per process. */
+/** The machine's facts for cuFile's direct path, read once per process (again if `systemRoot` changes). */
 export function cufileFacts(): CuFileDirectPathFacts {
-  return (facts ??= cufileDirectPathFacts());
-}
-
-/** @internal Forgets the facts read so far (tests that change the system root). */
-export function forgetCufileFacts(): void {
-  facts = undefined;
+  const root = currentSettings().systemRoot;
+  if (facts?.root !== root) facts = { root, facts: cufileDirectPathFacts(process.env, new SysRoot(root)) };
+  return facts.facts;
 }
 
 /** The plan for cuFile's driver under `compatMode` (the setting in force by default). */
@@ -32,6 +30,11 @@ export function cufileOpenPlan(compatMode: CompatMode = currentSettings().compat
 /** cuFile's state as it is now: loaded or not, its driver open, opening, failed or never tried. Never opens it. */
 export function cufileStatus(): CuFileStatus {
   return native().cufileStatus();
+}
+
+/** cuFile's status with the library loaded (never opens the driver). */
+export function loadCufile(): CuFileStatus {
+  return loaded();
 }
 
 function loaded(): CuFileStatus {

@@ -1,21 +1,20 @@
 /**
- * Process-wide state: the lazily loaded CUDA driver and cuFile library, the
- * I/O pool, and per-GPU preparation. Everything that decides *whether* something can run lives
+ * Process-wide state: the lazily loaded CUDA driver and the I/O pool (GPU preparation is in
+ * gpu-preparation.ts, cuFile in cufile-driver.ts). Everything that decides *whether* something can run lives
  * here in TypeScript; native code only does what it is told.
  */
 import fs from 'node:fs';
 import os from 'node:os';
-import { native, type CudaStatus, type CuFileStatus, type CuFileGpuCounters, type NativeDeviceInfo } from './binding.js';
+import { native, type CudaStatus, type NativeDeviceInfo } from './binding.js';
 import { currentSettings } from '../settings/current.js';
 import { fromNative, usage, PenstockError } from '../vocabulary/errors.js';
-import { cudaProblem, cufileUnavailableReason, type Reason } from '../vocabulary/reasons.js';
-import { GATHER_STAGE, POOL_SPIN_NS, poolSpinners } from '../plan/transfer-plan.js';
+import { cudaProblem } from '../vocabulary/reasons.js';
+import { POOL_SPIN_NS, poolSpinners } from '../plan/transfer-plan.js';
 
 export { currentSettings };
 
 let poolThreads = 0;
 let spinnerCount = 0;
-const prepared = new Map<number, string>();
 
 /** Starts (or resizes) the I/O pool to the configured size. */
 export function ensurePool(): void {
@@ -25,6 +24,11 @@ export function ensurePool(): void {
     native().setThreads(want, POOL_SPIN_NS, spinnerCount);
     poolThreads = want;
   }
+}
+
+/** Pool threads, as last set by {@link ensurePool} (0 before). */
+export function poolThreadCount(): number {
+  return poolThreads;
 }
 
 /** Pool workers that watch the queue before they sleep, as last set by {@link ensurePool} (0 before). */
@@ -91,25 +95,6 @@ export function deviceInfo(ordinal: number): NativeDeviceInfo {
   return call(() => native().deviceInfo(ordinal));
 }
 
-/**
- * Retains the GPU's primary context and allocates its pinned bounce buffers and streams for
- * every pool thread. Done when the device is first used (allocating a DeviceBuffer), so reads
- * never pay for it.
- */
-export function prepareDevice(ordinal: number): void {
-  ensurePool();
-  const s = currentSettings();
-  const bounce = bounceBytes();
-  const key = `${poolThreads}/${bounce}/${s.inlineReadMax}`;
-  if (prepared.get(ordinal) === key) return;
-  checkDevice(ordinal);
-  call(() => native().devicePrepare(ordinal, bounce, gpuNumaNode(ordinal), s.inlineReadMax, GATHER_STAGE));
-  prepared.set(ordinal, key);
-  // cuFile's driver open costs a few hundred milliseconds: pay it with the device's setup,
-  // not inside somebody's first read.
-  if (s.compatMode !== 'on') cufileStatus();
-}
-
 /** The NUMA node sysfs gives for a GPU's PCI device, or -1 (no NUMA, or not known). */
 export function gpuNumaNode(ordinal: number): number {
   try {
@@ -130,11 +115,6 @@ export function bounceBytes(): number {
   return Math.min(8 << 20, Math.max(2 << 20, pow2));
 }
 
-/** Whether some GPU has been prepared in this process (CUDA is then already paid for). */
-export function anyDevicePrepared(): boolean {
-  return prepared.size > 0;
-}
-
 /** Runs a native call, converting what it throws into a typed error. */
 export function call<T>(fn: () => T, path?: string): T {
   try {
@@ -142,45 +122,6 @@ export function call<T>(fn: () => T, path?: string): T {
   } catch (err) {
     throw fromNative(err, path);
   }
-}
-
-let cufile: CuFileStatus | undefined;
-
-/** Loads cuFile and opens its driver once (needs a GPU); never throws. */
-export function cufileStatus(): CuFileStatus {
-  if (cufile && (cufile.driverOpen || cufile.driverError || !cufile.loaded)) return cufile;
-  const n = native();
-  let s = n.cufileStatus();
-  if (!s.path) s = n.cufileLoad(currentSettings().cufileLibrary);
-  if (s.loaded && hasGpu()) s = n.cufileDriverOpen(0);
-  cufile = s;
-  return s;
-}
-
-/** Why cuFile cannot be used at all in this process, as {code, message}, or undefined. */
-export function cufileUnavailable(): Reason | undefined {
-  return cufileUnavailableReason(cufileStatus(), hasGpu() ? undefined : cudaUnavailableReason());
-}
-
-/** Per-operation evidence from cuFile's level-3 counters, summed over GPUs. */
-export interface CuFileEvidence {
-  direct: number;
-  posix: number;
-}
-
-/** Level-3 counters summed over GPUs, or null where cuFile keeps none. */
-export function cufileEvidence(write: boolean): CuFileEvidence | null {
-  const s = cufileStatus();
-  if (s.statsLevel < 3) return null;
-  const gpus: CuFileGpuCounters[] | null = native().cufileStats();
-  if (!gpus) return null;
-  let direct = 0;
-  let posix = 0;
-  for (const g of gpus) {
-    direct += write ? g.nvfsWrites : g.nvfsReads + g.p2pReads;
-    posix += write ? g.posixWrites : g.posixReads;
-  }
-  return { direct, posix };
 }
 
 /** Bytes of pinned host memory penstock holds (bounce buffers and PinnedBuffers). */

@@ -2,7 +2,8 @@
  * The live CUDA and cuFile facts, asked of penstock's runtime. Loading the addon or the
  * libraries can fail in many ways on a broken machine; each failure becomes a fact.
  */
-import { cudaStatus, cufileStatus, deviceInfo, hasGpu } from '../addon/runtime.js';
+import { cudaStatus, deviceInfo, hasGpu } from '../addon/runtime.js';
+import { cufileOpenPlan, loadCufile, openCufileToDescribe } from '../addon/cufile-driver.js';
 import type { PlatformFacts } from './types.js';
 
 export function liveFacts(): PlatformFacts {
@@ -30,9 +31,12 @@ export function liveFacts(): PlatformFacts {
   }
   let cufile: PlatformFacts['cufile'];
   try {
-    cufile = cufileStatus();
+    // Opened here to describe it where penstock's loads would open it too; where they would not,
+    // neither does the doctor (the report says why).
+    cufile = cufileOpenPlan().open === 'never' ? loadCufile() : openCufileToDescribe();
   } catch (err) {
     cufile = { loaded: false, path: 'libcufile.so.0', driverOpen: false, statsLevel: 0, error: (err as Error).message };
   }
   return { cuda, gpus, cufile };
 }
+

@@ -4,12 +4,15 @@
  */
 import zlib from 'node:zlib';
 import { defaults, formatSize, fromEnvironment, type CompatMode } from '../settings/config.js';
+import type { Settings } from '../settings/table.js';
 import { cudaProblem as describeCudaProblem, cufileUnavailableReason, compatModeOn } from '../vocabulary/reasons.js';
 import { cufileSettingsCheck, driverStackChecks, nvidiaKernelModule, p2pdmaReadiness } from './driver-stack.js';
 import { envFlag, readCuFileConfig, type CuFileConfig } from '../system/cufile-json.js';
 import { ioUringCheck } from './io-uring.js';
 import { bar1Bytes, locate, normalizeBdf, pciDevicePath } from './pci.js';
-import type { SysRoot } from '../system/sysfs.js';
+import { SysRoot } from '../system/sysfs.js';
+import { cufileDirectPathFacts } from '../system/cufile-outlook.js';
+import { planCuFileOpen } from '../plan/cufile-open.js';
 import type { Check, GpuState, PlatformFacts, PlatformState } from './types.js';
 
 const BACKENDS: [number, string][] = [
@@ -123,19 +126,41 @@ export function inspectPlatform(root: SysRoot, facts: PlatformFacts, env: NodeJS
   const backends = props ? decodeBackends(props.dstatusflags) : undefined;
   const propsCompat = props ? ((props.dcontrolflags >>> 1) & 1) === 1 : undefined;
   const propsNvfs = props && (props.nvfsMajor || props.nvfsMinor) ? `${props.nvfsMajor}.${props.nvfsMinor}` : undefined;
-  const unavailable = cufileUnavailableReason(cufile, cudaProblem);
-  const cufileProblem: PlatformState['cufileProblem'] = unavailable
-    ? { ...unavailable, check: unavailable.code === 'CUFILE_NOT_LOADED' ? 'platform.cufile.library' : unavailable.code === 'NO_CUDA' ? 'platform.cuda.driver' : 'platform.cufile.driver' }
-    : undefined;
+  // The plan comes first, as in a file's routing: where penstock would not open cuFile's driver,
+  // that is the reason its reads are staged, whatever the driver would have said.
+  // On the live system the facts are read where penstock's loads read them (the systemRoot setting).
+  const factsRoot = root.base === '/' ? new SysRoot(penstockSetting(env, 'systemRoot') ?? '/') : root;
+  const openPlan = planCuFileOpen(penstockSetting(env, 'compatMode') ?? 'auto', cufileDirectPathFacts(env, factsRoot));
+  const unavailable = openPlan.open === 'never' && openPlan.reason.code !== 'COMPAT_MODE_ON' ? undefined : cufileUnavailableReason(cufile, cudaProblem);
+  const cufileProblem: PlatformState['cufileProblem'] =
+    openPlan.open === 'never' && openPlan.reason.code !== 'COMPAT_MODE_ON'
+      ? { ...openPlan.reason, check: 'platform.cufile.open' }
+      : unavailable
+        ? { ...unavailable, check: unavailable.code === 'CUFILE_NOT_LOADED' ? 'platform.cufile.library' : unavailable.code === 'NO_CUDA' ? 'platform.cuda.driver' : 'platform.cufile.driver' }
+        : undefined;
+  add({
+    id: 'platform.cufile.open',
+    status: openPlan.open === 'never' ? 'info' : 'pass',
+    title: "penstock's cuFile plan",
+    summary:
+      openPlan.open === 'never'
+        ? openPlan.reason.message
+        : openPlan.open === 'now'
+          ? "cuFile's driver is opened before the first device operation (compatMode 'off': cuFile is required)"
+          : "cuFile's driver is opened in the background at the first GPU use; operations that start before it is open are staged (CUFILE_OPENING)",
+    data: { open: openPlan.open, ...(openPlan.open === 'never' ? { code: openPlan.reason.code } : {}) },
+  });
   add({
     id: 'platform.cufile.driver',
-    status: !cufile.loaded || cudaProblem ? 'info' : cufile.driverOpen ? 'pass' : 'fail',
+    status: !cufile.loaded || cudaProblem || (!cufile.driverOpen && !cufile.driverError && openPlan.open === 'never') ? 'info' : cufile.driverOpen ? 'pass' : 'fail',
     title: 'cuFile driver',
     summary: !cufile.loaded
       ? 'not opened: cuFile is not loaded'
       : cudaProblem
         ? 'not opened: no usable GPU'
-        : cufile.driverOpen
+        : !cufile.driverOpen && !cufile.driverError && openPlan.open === 'never'
+          ? `not opened: ${openPlan.reason.code} (penstock's cuFile plan)`
+          : cufile.driverOpen
           ? `open; nvidia-fs ${propsNvfs ?? '0.0 (none)'}, back ends ${backends?.length ? backends.join(', ') : 'none'}, compat mode ${propsCompat ? 'allowed' : propsCompat === false ? 'not allowed' : 'unknown'}`
           : `cuFileDriverOpen failed: ${cufile.driverError?.code ?? 'error'} ${cufile.driverError?.number ?? ''}`.trim(),
     ...(cufileProblem?.code === 'CUFILE_DRIVER_OPEN_FAILED' ? { fix: cufileProblem.message } : {}),
@@ -282,6 +307,15 @@ function configCheck(cfg: CuFileConfig): Check {
     ...(cfg.error ? { fix: `fix the syntax of ${cfg.path}: cuFile falls back to its defaults when it cannot read it` } : {}),
     data: { path: cfg.path, source: cfg.source, found: cfg.found, error: cfg.error, ...values },
   };
+}
+
+/** A setting as the environment gives it (undefined where it does not, or gives it wrongly). */
+function penstockSetting<K extends 'compatMode' | 'systemRoot'>(env: NodeJS.ProcessEnv, key: K): Settings[K] | undefined {
+  try {
+    return fromEnvironment(env)[key];
+  } catch {
+    return undefined;
+  }
 }
 
 function compatState(env: NodeJS.ProcessEnv, cfg: CuFileConfig, propsCompat: boolean | undefined) {

@@ -186,25 +186,30 @@ function warningsFor(p: PlatformState, f: PathFacts, route: Prediction['route'])
 
 export function predict(p: PlatformState, f: PathFacts): Prediction {
   // Without a GPU the other obstacles still matter to whoever is setting the machine up.
-  const refused = refusals(p, f).filter((r) => r.code !== 'NO_CUDA');
-  const direct = directObstacles(p, f);
+  // penstock not opening cuFile for want of a direct path follows from the obstacles listed
+  // before it (NO_NVIDIA_FS first): it comes last, and it makes the route staged.
+  const unopened = p.cufileProblem?.code === 'CUFILE_NO_DIRECT_PATH' ? [p.cufileProblem] : [];
+  const refused = refusals(p, f).filter((r) => r.code !== 'NO_CUDA' && r.code !== 'CUFILE_NO_DIRECT_PATH');
+  // Where penstock keeps cuFile closed because its compat mode is forced, that is the one reason.
+  const direct = directObstacles(p, f).filter((d) => !(d.code === 'COMPAT_FORCED' && p.cufileProblem?.code === 'CUFILE_COMPAT_FORCED'));
   if (!p.cudaUsable) {
     const noCuda: Finding = {
       code: 'NO_CUDA',
       check: 'platform.cuda.driver',
       message: `${p.cudaFix ?? 'install the NVIDIA driver'} to read into GPU memory; now: ${p.cudaProblem ?? 'no CUDA driver'}`,
     };
-    return { route: 'posix-host', blockers: [noCuda, ...refused, ...direct], warnings: [] };
+    return { route: 'posix-host', blockers: [noCuda, ...refused, ...direct, ...unopened], warnings: [] };
   }
   let route: Prediction['route'];
   const blockers = [...refused, ...direct];
-  if (refused.length) route = 'posix-device';
+  if (refused.length || unopened.length) route = 'posix-device';
   else if (!direct.length) route = 'gds';
   else if (p.compatAllowed) route = 'cufile-compat';
   else {
     route = 'posix-device';
     blockers.push({ code: 'COMPAT_NOT_ALLOWED', check: 'platform.compat', message: "cuFile's compat mode is not allowed, so cuFile refuses files it cannot read directly and penstock stages them" });
   }
+  blockers.push(...unopened);
   return { route, blockers, warnings: warningsFor(p, f, route) };
 }
 

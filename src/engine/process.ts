@@ -5,7 +5,9 @@
 import { native } from '../addon/binding.js';
 import { checkChanges, type Settings } from '../settings/config.js';
 import { configure as configureRuntime } from './configure.js';
-import { bounceBytes, call, checkDevice, cudaStatus, cufileStatus, currentSettings, deviceCount, deviceInfo, hasGpu, pinnedBytes } from '../addon/runtime.js';
+import { bounceBytes, call, checkDevice, cudaStatus, currentSettings, deviceCount, deviceInfo, hasGpu, pinnedBytes } from '../addon/runtime.js';
+import { cufileOpenPlan, cufileStatus } from '../addon/cufile-driver.js';
+import type { CuFileOpenPlan } from '../plan/cufile-open.js';
 import { globalStats, type StatsSnapshot } from './stats.js';
 import { systemError, usage } from '../vocabulary/errors.js';
 import { checkLength, describe } from '../vocabulary/validate.js';
@@ -36,6 +38,8 @@ export function resetStats(): void {
 export function runtimeInfo(): {
   cuda: ReturnType<typeof cudaStatus>;
   cufile: ReturnType<typeof cufileStatus>;
+  /** Whether penstock opens cuFile's driver at the first GPU use, and why not where it does not. */
+  cufileOpen: CuFileOpenPlan;
   threads: number;
   /** Bounce-buffer bytes per worker and GPU in force (what `'auto'` resolved to). */
   bounceBufferSize: number;
@@ -45,6 +49,7 @@ export function runtimeInfo(): {
   return {
     cuda,
     cufile: cufileStatus(),
+    cufileOpen: cufileOpenPlan(),
     threads: native().poolInfo().threads || currentSettings().threads,
     bounceBufferSize: bounceBytes(),
     pinnedBytes: pinnedBytes(),

@@ -7,7 +7,7 @@ import { native } from '../addon/binding.js';
 import type { CompatMode } from '../settings/config.js';
 import { CuFileError, PenstockError } from '../vocabulary/errors.js';
 import { compatModeOn, cufileHandleRefused, type Reason } from '../vocabulary/reasons.js';
-import { cufileUnavailable } from '../addon/runtime.js';
+import { cufileAccess } from '../addon/cufile-driver.js';
 
 /** A fallback explained: the one Reason of the vocabulary (reasons.ts), under the name the routes give it. */
 export type RouteReason = Reason;
@@ -34,6 +34,8 @@ export interface FileRoute {
 export class FileRouting {
   #route: FileRoute;
   #handle: number | undefined;
+  /** The staged route of operations that ran while cuFile's driver was still opening. */
+  #interim: FileRoute | undefined;
 
   constructor(compatMode: CompatMode) {
     this.#route =
@@ -47,7 +49,8 @@ export class FileRouting {
   }
 
   get route(): FileRoute {
-    return { ...this.#route, ...(this.#route.reason ? { reason: { ...this.#route.reason } } : {}) };
+    const r = this.#route.device === 'undecided' && this.#interim ? this.#interim : this.#route;
+    return { ...r, ...(r.reason ? { reason: { ...r.reason } } : {}) };
   }
 
   get cufileHandle(): number | undefined {
@@ -56,16 +59,22 @@ export class FileRouting {
 
   /**
    * Decides the file's device route on first use. In `'off'` mode any obstacle is thrown as an
-   * error; in `'auto'` it becomes the recorded reason for the staged path.
+   * error; in `'auto'` it becomes the recorded reason for the staged path. While cuFile's driver
+   * opens in the background the answer is a staged route for this operation only
+   * (`CUFILE_OPENING`), and the file is decided at a later one.
    */
   decide(fd: number): FileRoute {
     if (this.#route.device !== 'undecided') {
       if (this.#route.compatMode === 'off' && this.#route.device !== 'cufile') throw this.#requiredError();
       return this.#route;
     }
-    const unavailable = cufileUnavailable();
-    if (unavailable) {
-      this.#route = { device: 'posix-device', compatMode: this.#route.compatMode, reason: unavailable };
+    const access = cufileAccess(this.#route.compatMode);
+    if (!access.ready && !access.final) {
+      // Decided later: this operation is staged, and says why.
+      return (this.#interim = { device: 'posix-device', compatMode: this.#route.compatMode, reason: access.reason });
+    }
+    if (!access.ready) {
+      this.#route = { device: 'posix-device', compatMode: this.#route.compatMode, reason: access.reason };
     } else {
       const r = native().cufileRegister(fd);
       if (r.handle !== undefined) {

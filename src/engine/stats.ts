@@ -2,7 +2,7 @@
  * The route of every operation, on record. Each task is counted under the route that actually
  * carried it; `gds` is only ever recorded on evidence from cuFile's own counters.
  */
-import type { CuFileEvidence } from '../addon/runtime.js';
+import type { CuFileEvidence } from '../addon/cufile-driver.js';
 import type { NativeOpResult } from '../vocabulary/native-contract.js';
 
 export type { Route } from '../vocabulary/reasons.js';
@@ -164,7 +164,7 @@ export class StatsBook {
 /** Process-wide statistics. */
 export const globalStats = new StatsBook();
 
-export type { CuFileEvidence } from '../addon/runtime.js';
+export type { CuFileEvidence } from '../addon/cufile-driver.js';
 
 /**
  * Decides `gds` versus `cufile-compat` from the counter growth over an operation. Only growth of

@@ -5,7 +5,8 @@ import { native } from '../addon/binding.js';
 import { fromNative, usage } from '../vocabulary/errors.js';
 import { hostRegion, type HostMemory, type HostRegion } from './host-memory.js';
 import { Lifetime } from './lifetime.js';
-import { call, checkDevice, prepareDevice, requireCuda } from '../addon/runtime.js';
+import { call, checkDevice, requireCuda } from '../addon/runtime.js';
+import { prepareDevice } from '../addon/gpu-preparation.js';
 import { checkLength, checkRange, describe } from '../vocabulary/validate.js';
 
 /** The allocation a buffer and all its views share (reachable only through private fields). */
@@ -100,7 +101,7 @@ export class DeviceBuffer {
     const device = options.device ?? 0;
     requireCuda();
     checkDevice(device);
-    prepareDevice(device);
+    prepareDevice(device, size);
     const ptr = size === 0 ? 0n : call(() => native().deviceAlloc(device, size));
     const root = newRoot(ptr, device, true);
     if (ptr !== 0n) collector.register(root, { ptr, device, imported: false }, root);
@@ -123,7 +124,7 @@ export class DeviceBuffer {
     const end = info.base + BigInt(info.size);
     if (ptr + BigInt(byteLength) > end)
       throw usage('ERR_PENSTOCK_OUT_OF_RANGE', `${byteLength} bytes from that pointer run past the end of its allocation`);
-    prepareDevice(info.device);
+    prepareDevice(info.device, byteLength);
     return new DeviceBuffer(newRoot(ptr, info.device, false), 0, byteLength);
   }
 

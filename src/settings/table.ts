@@ -87,6 +87,12 @@ export interface Settings {
   cudaLibrary: string;
   /** Path or soname of the cuFile library. Default `libcufile.so.0`. */
   cufileLibrary: string;
+  /**
+   * The folder under which penstock reads the machine's facts (`/proc`, `/sys`, `/etc/cufile.json`)
+   * that decide whether cuFile's driver is opened: `/` by default; another where a container sees
+   * the host's under another path. Default `/`.
+   */
+  systemRoot: string;
   /** Remote reads: ranged GETs in flight at once per read (and connections kept alive per object). Default 16. */
   remoteConcurrency: number;
   /** Remote reads: bytes per ranged GET; a read is split into ranges of this size. Default 8 MiB. */
@@ -334,6 +340,15 @@ export const SETTINGS_TABLE: { readonly [K in keyof Settings]: SettingSpec<K> } 
     parse: (t) => t,
     valid: isPath,
     doc: 'The cuFile library; fixed once loaded.',
+  },
+  systemRoot: {
+    variable: 'PENSTOCK_SYSTEM_ROOT',
+    default: () => '/',
+    defaultText: '/',
+    accepts: 'a non-empty path',
+    parse: (t) => t,
+    valid: isPath,
+    doc: "The folder under which the machine's facts (/proc, /sys, /etc/cufile.json) that decide whether cuFile's driver is opened are read.",
   },
   remoteConcurrency: {
     variable: 'PENSTOCK_REMOTE_CONCURRENCY',

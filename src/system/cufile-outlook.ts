@@ -9,7 +9,7 @@ import { SysRoot } from './sysfs.js';
 
 /** What the machine offers cuFile's direct path. */
 export interface CuFileDirectPathFacts {
-  /** nvidia-fs is loaded: `/proc/driver/nvidia-fs/devcount` exists (cuFile reads it too). */
+  /** nvidia-fs is loaded: `/proc/driver/nvidia-fs` or `/sys/module/nvidia_fs` exists. */
   nvidiaFs: boolean;
   /** cufile.json in effect asks for the PCI P2PDMA path (`properties.use_pci_p2pdma`). */
   p2pdma: boolean;
@@ -19,20 +19,13 @@ export interface CuFileDirectPathFacts {
   config: { path: string; found: boolean };
 }
 
-let root = new SysRoot('/');
-
-/** @internal Reads the facts under another root (a recorded machine, in tests). */
-export function useSystemRoot(base: string): void {
-  root = new SysRoot(base);
-}
-
-/** The facts of this machine (or of the root set by {@link useSystemRoot}, or of `on`). */
-export function cufileDirectPathFacts(env: NodeJS.ProcessEnv = process.env, on: SysRoot = root): CuFileDirectPathFacts {
+/** The facts of the machine under `on` (a recorded machine's root, or `/`). */
+export function cufileDirectPathFacts(env: NodeJS.ProcessEnv, on: SysRoot): CuFileDirectPathFacts {
   const cfg = readCuFileConfig(on, env);
   const envForce = envFlag(env, 'CUFILE_FORCE_COMPAT_MODE');
   const forcedCompat = envForce === true ? 'CUFILE_FORCE_COMPAT_MODE' : envForce === undefined && cfg.forceCompatMode ? `properties.force_compat_mode in ${cfg.path}` : undefined;
   return {
-    nvidiaFs: on.exists('/proc/driver/nvidia-fs/devcount'),
+    nvidiaFs: on.exists('/proc/driver/nvidia-fs') || on.exists('/sys/module/nvidia_fs'),
     p2pdma: cfg.usePciP2pdma === true,
     ...(forcedCompat ? { forcedCompat } : {}),
     config: { path: cfg.path, found: cfg.found },

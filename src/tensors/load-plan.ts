@@ -86,14 +86,15 @@ export function planLoad(cp: Checkpoint, options: PlanOptions = {}): LoadPlan {
     throw formatError('ERR_PENSTOCK_TENSOR_ROW_SPLIT', `row shard ${rows.index} of ${rows.count} is not a shard (0 ≤ index < count, both integers)`);
   const gap = options.coalesceGap ?? 1 << 20;
   const regions = chosen.map((t) => region(t, rows));
-  const tensors: PlannedTensor[] = [];
+  // Placed at their index in `chosen`: the plan keeps checkpoint order without sorting again.
+  const tensors = new Array<PlannedTensor>(regions.length);
   const spans: Span[] = [];
   let cursor = 0;
   let readBytes = 0;
-  for (let f = 0; f < cp.files.length; f++) {
-    const mine = regions.filter((r) => r.file === f).sort((a, b) => a.fileOffset - b.fileOffset);
+  for (const [f, mine] of byFile(regions, cp.files.length)) {
     let span: Span | undefined;
-    for (const r of mine) {
+    for (const i of mine) {
+      const r = regions[i]!;
       const extends_ = span && r.fileOffset >= span.fileOffset + span.size && r.fileOffset - (span.fileOffset + span.size) <= gap;
       if (r.byteLength > 0 && !extends_) {
         if (span) cursor = span.slabOffset + span.size;
@@ -103,15 +104,27 @@ export function planLoad(cp: Checkpoint, options: PlanOptions = {}): LoadPlan {
       if (span && r.byteLength > 0) span.size = Math.max(span.size, r.fileOffset + r.byteLength - span.fileOffset);
       // An empty tensor owns no bytes: it points at the slab's current end, inside no span.
       const byteOffset = r.byteLength > 0 ? span!.slabOffset + (r.fileOffset - span!.fileOffset) : alignUp(span ? span.slabOffset + span.size : cursor);
-      tensors.push({ ...r, byteOffset });
+      const t = r as PlannedTensor;
+      t.byteOffset = byteOffset;
+      tensors[i] = t;
     }
     if (span) cursor = span.slabOffset + span.size;
   }
   for (const s of spans) readBytes += s.size;
-  const order = new Map(chosen.map((t, i) => [t.name, i]));
-  tensors.sort((a, b) => order.get(a.name)! - order.get(b.name)!);
   const slabBytes = tensors.reduce((m, t) => Math.max(m, t.byteOffset + t.byteLength), cursor);
   return { tensors, spans, slabBytes, readBytes };
+}
+
+/** Per file, the indexes of its regions in file order (sorted only where they are not already). */
+function byFile(regions: Region[], files: number): [number, number[]][] {
+  const out: number[][] = Array.from({ length: files }, () => []);
+  for (let i = 0; i < regions.length; i++) out[regions[i]!.file]!.push(i);
+  return out.map((mine, f) => {
+    let sorted = true;
+    for (let k = 1; k < mine.length && sorted; k++) sorted = regions[mine[k - 1]!]!.fileOffset <= regions[mine[k]!]!.fileOffset;
+    if (!sorted) mine.sort((a, b) => regions[a]!.fileOffset - regions[b]!.fileOffset || a - b);
+    return [f, mine] as [number, number[]];
+  });
 }
 
 function alignUp(n: number): number {

@@ -4,6 +4,7 @@
  * once, each span one pipelined operation (an unfiltered file is one span).
  */
 import { DeviceBuffer } from '../memory/device-buffer.js';
+import { warmUpGpu } from '../addon/gpu-preparation.js';
 import { AbortError, usage } from '../vocabulary/errors.js';
 import type { Memory } from '../engine/file.js';
 import { PinnedBuffer } from '../memory/pinned-buffer.js';
@@ -46,11 +47,14 @@ export async function loadTensors(input: CheckpointInput, options: LoadTensorsOp
   const signal = options.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'signal must be an AbortSignal');
   if (signal?.aborted) throw new AbortError(undefined, { cause: signal.reason });
+  // The GPU's context is made on another thread while the headers are read and the load planned.
+  const warm = options.host ? undefined : warmUpGpu(options.device ?? 0);
   const cp = await describeCheckpoint(input, { openSource: options.openSource, signal });
   const ownsSources = (Array.isArray(input) ? input : [input]).every((x) => typeof x === 'string');
   try {
     const plan = planLoad(cp, { filter: options.filter, rows: options.rows, coalesceGap: options.coalesceGap });
     const place: SlabPlace = options.host ? { kind: 'host', pinned: options.host === 'pinned' } : { kind: 'device', device: options.device ?? 0 };
+    await warm;
     const { slab, pinned } = allocateSlab(place, plan.slabBytes);
     try {
       const files = await readSpans(cp, plan, slab, pinned, place, options);

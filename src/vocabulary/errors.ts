@@ -26,6 +26,7 @@ export const CORE_ERROR_CODES = {
   ERR_PENSTOCK_NOT_READABLE: 'A read on a file opened write-only.',
   ERR_PENSTOCK_NOT_WRITABLE: 'A write on a file opened read-only.',
   ERR_PENSTOCK_BUSY: 'threads or bounceBufferSize cannot change while operations are in flight.',
+  ERR_PENSTOCK_EXITING: 'Background work (a GPU warm-up, cuFile\'s driver open) was asked for while the process was exiting; it did not run.',
   ERR_PENSTOCK_ALREADY_LOADED: 'cudaLibrary or cufileLibrary cannot change once that library was loaded.',
   ERR_PENSTOCK_NO_CUDA: 'GPU memory was asked for where no CUDA driver or GPU is usable; the message says why.',
   ERR_PENSTOCK_CUFILE_REQUIRED: "compatMode 'off' requires cuFile and cuFile cannot be used for this file; the message says why.",

@@ -112,7 +112,7 @@ export function cufileNoDirectPath(config: { path: string; found: boolean }): Re
   return {
     code: 'CUFILE_NO_DIRECT_PATH',
     message:
-      `cuFile's driver was not opened: nvidia-fs is not loaded (no /proc/driver/nvidia-fs/devcount) and PCI P2PDMA is not enabled ` +
+      `cuFile's driver was not opened: nvidia-fs is not loaded (no /proc/driver/nvidia-fs) and PCI P2PDMA is not enabled ` +
       `(properties.use_pci_p2pdma in ${config.path}${config.found ? '' : ', which does not exist'}), so cuFile could only stage through host memory, ` +
       `which penstock's staged path does faster; opening it would cost ${DRIVER_OPEN_COST}. Load nvidia-fs or enable P2PDMA for GPUDirect Storage, ` +
       `or set compatMode 'off' to require cuFile.`,
@@ -125,7 +125,7 @@ export function cufileCompatForced(what: string): Reason {
     code: 'CUFILE_COMPAT_FORCED',
     message:
       `cuFile's driver was not opened: ${what} forces cuFile's compat mode, in which it stages through host memory, ` +
-      `which penstock's staged path does faster; opening it would cost ${DRIVER_OPEN_COST}. Remove the setting for GPUDirect Storage.`,
+      `which penstock's staged path does faster; opening it would cost ${DRIVER_OPEN_COST}. For GPUDirect Storage, remove ${what}.`,
   };
 }
 

@@ -46,7 +46,25 @@ FAKE_API CUfileError_t cuFileGetVersion(int *version) {
   return fcf_status(CU_FILE_SUCCESS, 0);
 }
 
+/* FAKE_CUFILE_OPEN_LOG names a file that gets a line per cuFileDriverOpen call (counted across
+ * processes); FAKE_CUFILE_DRIVER_OPEN_DELAY_MS makes each call take that long, as the real one
+ * takes hundreds of milliseconds. */
+static void note_driver_open(void) {
+  const char *log = getenv("FAKE_CUFILE_OPEN_LOG");
+  if (log && *log) {
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      ssize_t w = write(fd, "cuFileDriverOpen\n", 17);
+      (void)w;
+      close(fd);
+    }
+  }
+  long long delay = fake_env_ll("FAKE_CUFILE_DRIVER_OPEN_DELAY_MS", 0);
+  if (delay > 0) usleep((useconds_t)(delay * 1000));
+}
+
 FAKE_API CUfileError_t cuFileDriverOpen(void) {
+  note_driver_open();
   long long forced = fake_env_ll("FAKE_CUFILE_DRIVER_OPEN_ERROR", 0);
   if (forced) return fcf_status((int)forced, 0);
   pthread_mutex_lock(&g_mu);

@@ -24,6 +24,14 @@ class BackgroundWork final : public Napi::AsyncWorker {
     error_ = work_();
     LeaveBackgroundWork();
   }
+  // A worker thread's environment torn down while this ran: opening a scope to settle the
+  // Promise then fails, and nothing is left to tell. The work itself has finished.
+  void OnWorkComplete(Napi::Env env, napi_status status) override {
+    try {
+      Napi::AsyncWorker::OnWorkComplete(env, status);
+    } catch (const Napi::Error&) {
+    }
+  }
   void OnOK() override {
     if (error_.ok()) deferred_.Resolve(Env().Undefined());
     else deferred_.Reject(ToJs(Env(), error_));
