@@ -31,18 +31,23 @@ Napi::Value SubmitBatch(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() != 1 || !info[0].IsObject()) ThrowBadArgument(env, "submitBatch(spec)");
   Napi::Object s = info[0].As<Napi::Object>();
+  // The plan's own keys and nothing else, as every spec reader does; absent ones read as
+  // undefined and are refused below where the plan needs them.
+  SpecReader keys(s, {"fds", "reads", "pieces", "tasks", "deviceTargets", "deviceLengths", "deviceOrdinals", "pieceBytes",
+                      "hostTargets", "progress", "ring", "ringScratch", "copyBatchMin", "copyBatchMax", "copyBatch"});
+  auto get = [&](const char* key) { return keys.Has(key) ? keys.Require(key) : env.Undefined(); };
   BatchPlan plan;
 
-  auto fds = ArgTyped<int32_t>(s.Get("fds"), napi_int32_array, "fds");
-  auto reads = ArgTyped<double>(s.Get("reads"), napi_float64_array, "reads");
-  auto pieces = ArgTyped<double>(s.Get("pieces"), napi_float64_array, "pieces");
-  auto tasks = ArgTyped<double>(s.Get("tasks"), napi_float64_array, "tasks");
-  auto devBase = ArgTyped<uint64_t>(s.Get("deviceTargets"), napi_biguint64_array, "deviceTargets");
-  auto devLength = ArgTyped<double>(s.Get("deviceLengths"), napi_float64_array, "deviceLengths");
-  auto devOrdinal = ArgTyped<int32_t>(s.Get("deviceOrdinals"), napi_int32_array, "deviceOrdinals");
-  Napi::Value out = s.Get("pieceBytes");
+  auto fds = ArgTyped<int32_t>(get("fds"), napi_int32_array, "fds");
+  auto reads = ArgTyped<double>(get("reads"), napi_float64_array, "reads");
+  auto pieces = ArgTyped<double>(get("pieces"), napi_float64_array, "pieces");
+  auto tasks = ArgTyped<double>(get("tasks"), napi_float64_array, "tasks");
+  auto devBase = ArgTyped<uint64_t>(get("deviceTargets"), napi_biguint64_array, "deviceTargets");
+  auto devLength = ArgTyped<double>(get("deviceLengths"), napi_float64_array, "deviceLengths");
+  auto devOrdinal = ArgTyped<int32_t>(get("deviceOrdinals"), napi_int32_array, "deviceOrdinals");
+  Napi::Value out = get("pieceBytes");
   auto outBytes = ArgTyped<double>(out, napi_float64_array, "pieceBytes");
-  Napi::Value hostTargets = s.Get("hostTargets");
+  Napi::Value hostTargets = get("hostTargets");
   if (!hostTargets.IsArray()) ThrowBadArgument(env, "hostTargets must be an array");
   if (reads.second % 7 || pieces.second % 4 || tasks.second % 3) ThrowBadArgument(env, "batch records of the wrong length");
   if (devLength.second != devBase.second || devOrdinal.second != devBase.second) ThrowBadArgument(env, "device target arrays differ in length");
@@ -130,22 +135,22 @@ Napi::Value SubmitBatch(const Napi::CallbackInfo& info) {
   if (expectRead != nReads) ThrowBadArgument(env, "batch tasks must cover the reads in order");
 
   plan.pieceBytes = const_cast<double*>(outBytes.first);
-  Napi::Value progress = s.Get("progress");
+  Napi::Value progress = get("progress");
   if (!progress.IsUndefined() && !progress.IsFunction()) ThrowBadArgument(env, "progress must be a function");
   // io_uring, where the plan asks for it: entries per worker's ring and scratch bytes per group.
-  Napi::Value ring = s.Get("ring");
+  Napi::Value ring = get("ring");
   if (!ring.IsUndefined()) {
     plan.ringEntries = static_cast<unsigned>(ArgInt(ring, "ring", 0, 65536));
-    plan.ringScratch = ArgU64(s.Get("ringScratch"), "ringScratch");
+    plan.ringScratch = ArgU64(get("ringScratch"), "ringScratch");
     if (plan.ringEntries && !plan.ringScratch) ThrowBadArgument(env, "ringScratch must be positive with a ring");
   }
   // Where a fill's copies go in batch calls, and how many to a call, as the plan asks: only with a
   // driver that has them.
-  Napi::Value copyBatchMin = s.Get("copyBatchMin");
+  Napi::Value copyBatchMin = get("copyBatchMin");
   if (!copyBatchMin.IsUndefined()) {
     plan.copyBatchMin = static_cast<uint32_t>(ArgInt(copyBatchMin, "copyBatchMin", 0, 1 << 30));
-    plan.copyBatchMax = static_cast<uint32_t>(ArgInt(s.Get("copyBatchMax"), "copyBatchMax", 1, 1 << 30));
-    Napi::Value copyBatch = s.Get("copyBatch");
+    plan.copyBatchMax = static_cast<uint32_t>(ArgInt(get("copyBatchMax"), "copyBatchMax", 1, 1 << 30));
+    Napi::Value copyBatch = get("copyBatch");
     if (!copyBatch.IsBoolean()) ThrowBadArgument(env, "copyBatch must be a boolean with copyBatchMin");
     plan.copyBatch = copyBatch.As<Napi::Boolean>().Value();
     if (plan.copyBatch && !HaveCopyBatch())
