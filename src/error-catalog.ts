@@ -7,6 +7,7 @@
 import { BATCH_ERROR_CODES } from './engine/batch/batch-read.js';
 import { CORE_ERROR_CODES } from './vocabulary/errors.js';
 import { SETTINGS_ERROR_CODES } from './settings/config.js';
+import { OPTION_ERROR_CODES } from './settings/option-keys.js';
 import { HOST_MEMORY_ERROR_CODES } from './memory/host-memory.js';
 import { IPC_ERROR_CODES } from './ipc/format.js';
 import { REMOTE_ERROR_CODES } from './sources/remote/errors.js';
@@ -16,6 +17,7 @@ import { TENSOR_ERROR_CODES } from './formats/errors.js';
 export const ERROR_CODE_TABLES = {
   core: CORE_ERROR_CODES,
   settings: SETTINGS_ERROR_CODES,
+  options: OPTION_ERROR_CODES,
   hostMemory: HOST_MEMORY_ERROR_CODES,
   batch: BATCH_ERROR_CODES,
   ipc: IPC_ERROR_CODES,

@@ -6,6 +6,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { digestHex } from '../src/memory/digest.js';
 
+// No test may wait on the EC2 instance metadata service (absent off EC2, where a lookup waits for
+// its timeout): tests that want it run a fake and say so. Child processes inherit this.
+process.env.AWS_EC2_METADATA_DISABLED ??= 'true';
+
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const fakeDriverDir = path.join(repoRoot, 'dist/fake-driver');
 

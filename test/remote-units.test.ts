@@ -38,6 +38,16 @@ describe('addresses', () => {
     assert.equal(resolveBeside('/data/m/index.json', 's3://o/k'), 's3://o/k');
   });
 
+  it('keeps what it resolves beside a remote base on the base\'s origin or bucket', () => {
+    assert.equal(resolveBeside('http://u:p@h:81/p/index.json', 'x.bin'), 'http://u:p@h:81/p/x.bin');
+    assert.equal(resolveBeside('http://h/p/index.json', 'http://h/p/y.bin'), 'http://h/p/y.bin');
+    for (const other of ['//evil/x.bin', '\\\\evil\\x.bin', 'https:h/x.bin', 'https://h/p/x.bin', 'http://h:82/p/x.bin', 'http://u:p@h/p/x.bin', 'file:x.bin'])
+      assert.throws(() => resolveBeside('http://h/p/index.json', other), { code: 'ERR_PENSTOCK_REMOTE_INVALID_URL' }, other);
+    assert.throws(() => resolveBeside('s3://bkt/m/index.json', 's3://other/m/x.bin'), { code: 'ERR_PENSTOCK_REMOTE_INVALID_URL' });
+    assert.throws(() => resolveBeside('s3://bkt/m/index.json', 'https://h/x.bin'), { code: 'ERR_PENSTOCK_REMOTE_INVALID_URL' });
+    assert.equal(resolveBeside('s3://bkt/m/index.json', 's3://bkt/m/x.bin'), 's3://bkt/m/x.bin');
+  });
+
   it('redacts user info and query strings', () => {
     assert.equal(redactUrl(new URL('https://user:pass@h.example/k?X-Amz-Signature=s')), 'https://h.example/k?…');
     assert.equal(redactUrl(new URL('http://h:81/k')), 'http://h:81/k');

@@ -32,6 +32,12 @@ describe('a checkpoint behind http://', () => {
   });
   after(() => server.stop());
 
+  test('load --host prints the requests as ops', async () => {
+    const { stdout } = await run('load', server.url('/ckpt/model.safetensors.index.json'), '--host');
+    assert.match(stdout, /remote-host \(\d+ ops, 1344 bytes\)/);
+    assert.doesNotMatch(stdout, /NaN/);
+  });
+
   test('inspect lists the shards\' tensors from their URLs', async () => {
     const { stdout } = await run('inspect', '--json', server.url('/ckpt/model.safetensors.index.json'));
     const j = JSON.parse(stdout);
@@ -45,6 +51,8 @@ describe('a checkpoint behind http://', () => {
     const j = JSON.parse(stdout);
     assert.equal(j.bytes, 1344);
     assert.equal(j.verified, true);
+    // A remote file's operations are its HTTP requests.
+    assert.ok(Number.isInteger(j.routes['remote-host'].ops) && j.routes['remote-host'].ops >= 3, JSON.stringify(j.routes));
     for (const t of tensors) {
       const row = j.tensors.find((x: { name: string }) => x.name === t.name);
       assert.equal(row.sha256, crypto.createHash('sha256').update(t.data).digest('hex'));

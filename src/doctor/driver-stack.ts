@@ -78,7 +78,7 @@ export function p2pdmaReadiness(root: SysRoot, kernel: P2pdmaReadiness['kernel']
     ...(r.kernel !== 'available' ? [`a kernel with CONFIG_PCI_P2PDMA (${r.kernel})`] : []),
     ...(r.openDriver === false ? ['the open NVIDIA kernel module (the proprietary one is loaded)'] : []),
     ...(r.driverBranchOk === false || !r.cudaOk ? [`driver ${P2PDMA_MIN_BRANCH} or later (CUDA 12.8)`] : []),
-    ...(!r.cufileJson ? ['properties.use_pci_p2pdma: true in cufile.json'] : []),
+    ...(!r.cufileJson ? [cfg.unknown ? `properties.use_pci_p2pdma: true in cufile.json (unknown: ${cfg.unknown})` : 'properties.use_pci_p2pdma: true in cufile.json'] : []),
     ...(r.backend === false ? ['the cuFile driver listing NVME_P2P'] : []),
   ];
   // The kernel, the CUDA version and cufile.json are what must be known; the others count only
@@ -148,7 +148,7 @@ export function cufileSettingsCheck(cfg: CuFileConfig, gpus: GpuState[]): Check 
     id: 'platform.cufile.settings',
     status: warn.length ? 'warn' : 'info',
     title: 'cuFile settings',
-    summary: [...warn, ...notes].join('; ') || (cfg.found ? 'no deny lists, POSIX thresholds or pinning limits that change the path' : 'cuFile defaults'),
+    summary: [...warn, ...notes].join('; ') || (cfg.found ? 'no deny lists, POSIX thresholds or pinning limits that change the path' : cfg.unknown ? `unknown (${cfg.unknown})` : 'cuFile defaults'),
     ...(warn.length ? { fix: d.mounts.length || d.filesystems.length || d.devices.length || d.drivers.length ? 'remove the entries from the deny lists in cufile.json for files that should go direct' : 'lower max_device_pinned_mem_size_kb to what BAR1 holds, or register smaller buffers' } : {}),
     data: { denylist: d, posixGdsMinKb: cfg.posixGdsMinKb, posixUnalignedWrites: cfg.posixUnalignedWrites, rdmaDevAddrList: cfg.rdmaDevAddrList, maxDevicePinnedKb: cfg.maxDevicePinnedKb, bar1Short: tight.map((g) => g.ordinal) },
   };

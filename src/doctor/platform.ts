@@ -276,7 +276,7 @@ export function isGeForce(name: string): boolean {
 
 /** What to do when device memory cannot be used, by how far the CUDA driver got. */
 function cudaAdvice(facts: PlatformFacts): string {
-  if (facts.addonError) return "rebuild penstock's native addon (npm rebuild penstock)";
+  if (facts.addonError) return "compile penstock's native addon from source (npx penstock-build)";
   if (!facts.cuda.loaded) return 'install the NVIDIA driver (libcuda.so.1), or point PENSTOCK_CUDA_LIBRARY at it';
   if (!facts.cuda.initialized) return 'make the driver usable (nvidia-smi shows why cuInit fails: a kernel module mismatch, missing /dev/nvidia* nodes)';
   return 'make a GPU visible to this process (pass the GPUs into the container; check CUDA_VISIBLE_DEVICES)';
@@ -297,15 +297,18 @@ function configCheck(cfg: CuFileConfig): Check {
   const shown = Object.entries(values).filter(([, v]) => v !== undefined).map(([k, v]) => `${k}=${v}`);
   return {
     id: 'platform.cufile.config',
-    status: cfg.error ? 'warn' : 'info',
+    status: cfg.error || cfg.unknown ? 'warn' : 'info',
     title: 'cufile.json',
-    summary: !cfg.found
+    summary: cfg.unknown
+      ? `${cfg.unknown}: cuFile's settings are unknown`
+      : !cfg.found
       ? `${cfg.path} not found: cuFile uses its defaults`
       : cfg.error
         ? `${cfg.path} is not valid JSON: ${cfg.error}`
         : `${cfg.path}${cfg.source === 'CUFILE_ENV_PATH_JSON' ? ' (from CUFILE_ENV_PATH_JSON)' : ''}: ${shown.join(', ') || 'no route-related keys'}`,
     ...(cfg.error ? { fix: `fix the syntax of ${cfg.path}: cuFile falls back to its defaults when it cannot read it` } : {}),
-    data: { path: cfg.path, source: cfg.source, found: cfg.found, error: cfg.error, ...values },
+    ...(cfg.unknown ? { fix: `make ${cfg.path} readable (on a recorded machine root, record the file the link points to as well)` } : {}),
+    data: { path: cfg.path, source: cfg.source, found: cfg.found, error: cfg.error, unknown: cfg.unknown, ...values },
   };
 }
 

@@ -25,6 +25,8 @@ import { cufileSpec, hostSpec, stagedSpec, type SpecBase } from './op-spec.js';
 import { planRead, readsInline, readsInlineToDevice } from '../plan/transfer-plan.js';
 import { readFactsOf, residencyOf } from './read-facts.js';
 import { checkLength, checkRange, describe } from '../vocabulary/validate.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
+import { openRegularFile } from './open-regular.js';
 
 export type { ReadOptions, TransferOptions, WriteOptions } from './transfer-options.js';
 
@@ -231,8 +233,12 @@ export class PenstockFile {
     if (signal?.aborted) throw new AbortError(undefined, { cause: signal.reason });
     const s = currentSettings();
     // Decided once the size is known to be valid.
-    const plan = (size: number, intoDevice: boolean) =>
-      write ? { direct: s.directIoWrite } : planRead(s, readFactsOf(this.#fd, fileOffset, size), fileOffset, size, intoDevice, this.#mappedRefused !== undefined || (intoDevice && cudaStatus().hostRegister !== true));
+    const plan = (size: number, intoDevice: boolean) => {
+      if (write) return { direct: s.directIoWrite };
+      const p = planRead(s, readFactsOf(this.#fd, fileOffset, size), fileOffset, size, intoDevice, this.#mappedRefused !== undefined || (intoDevice && cudaStatus().hostRegister !== true));
+      if (p.cold) this.#routing.noteColdReads(p.cold);
+      return p;
+    };
     const base: SpecBase = { write, fd: this.#fd, fileOffset, maxRunners: 0, writePiece: 0 };
 
     if (memory instanceof DeviceBuffer) {
@@ -242,7 +248,7 @@ export class PenstockFile {
       checkRange(memOffset, size, memory.byteLength, 'DeviceBuffer');
       const device = memory.device;
       // Buffers that did not allocate (imported ones) meet the GPU's staging resources here.
-      prepareDevice(device);
+      prepareDevice(device, size);
       let route: Route = 'posix-device';
       let cufile = false;
       if (this.#routing.route.compatMode === 'off' || size >= s.gdsThreshold) {
@@ -391,20 +397,14 @@ export async function open(path: string, flags: OpenFlags = 'r', options: OpenOp
   // Own keys only: '__proto__' or 'toString' name no flags.
   const entry = typeof flags === 'string' && Object.hasOwn(FLAG_TABLE, flags) ? FLAG_TABLE[flags] : undefined;
   if (!entry) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `Unknown open flags ${describe(flags)} (use r, r+, w, w+, wx, wx+)`);
+  checkOptionKeys('open', options);
+  if (options.mode !== undefined && (typeof options.mode !== 'number' || !Number.isInteger(options.mode) || options.mode < 0 || options.mode > 0o7777))
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `mode must be a file mode from 0 to 0o7777, got ${describe(options.mode)}`);
   const compatMode = options.compatMode ?? currentSettings().compatMode;
   if (!['auto', 'on', 'off'].includes(compatMode))
     throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `Unknown compatMode ${describe(compatMode)}`);
-  let fd: number;
-  try {
-    fd = await openAsync(path, entry.flags, options.mode ?? 0o644);
-  } catch (err) {
-    throw systemError(err as NodeJS.ErrnoException);
-  }
-  const st = await fstatAsync(fd);
-  if (st.isDirectory()) {
-    await closeAsync(fd);
-    throw systemError(Object.assign(new Error(`EISDIR: illegal operation on a directory, open '${path}'`), { code: 'EISDIR', errno: -21, syscall: 'open', path }));
-  }
+  // A FIFO, device or socket is refused without blocking; a directory is EISDIR.
+  const fd = await openRegularFile(path, entry.flags, options.mode ?? 0o644);
   const file = new PenstockFile(path, flags, fd, compatMode);
   // Where the process already uses a GPU, register with cuFile now, as part of opening, so the
   // first read does not pay for it. Elsewhere it waits for the first device operation, and

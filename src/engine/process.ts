@@ -2,7 +2,11 @@
  * The process-wide face of the engine: settings in force and their changes, counters, what was
  * found at run time, GPU memory, and page-cache helpers for measurements.
  */
+import fs from 'node:fs';
+import { promisify } from 'node:util';
 import { native } from '../addon/binding.js';
+import { openRegularFile } from './open-regular.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
 import { checkChanges, type Settings } from '../settings/config.js';
 import { configure as configureRuntime } from './configure.js';
 import { bounceBytes, call, checkDevice, cudaStatus, currentSettings, deviceCount, deviceInfo, hasGpu, pinnedBytes } from '../addon/runtime.js';
@@ -63,39 +67,34 @@ export function runtimeInfo(): {
  */
 export async function pageCacheResidency(path: string, options: { offset?: number; size?: number } = {}): Promise<number> {
   if (options === null || typeof options !== 'object') throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'options must be an object');
+  checkOptionKeys('pageCacheResidency', options);
   const offset = options.offset ?? 0;
   checkLength(offset, 'offset');
   if (options.size !== undefined) checkLength(options.size, 'size');
-  return withReadOnly(path, async (fh) => {
-    const size = options.size ?? Math.max(0, (await fh.stat()).size - offset);
-    return native().residency(fh.fd, offset, size, 1024);
+  return withReadOnly(path, async (fd) => {
+    const size = options.size ?? Math.max(0, fs.fstatSync(fd).size - offset);
+    return native().residency(fd, offset, size, 1024);
   });
 }
 
 /** Drops a file's clean pages from the page cache (posix_fadvise DONTNEED), for cold measurements. */
 export async function dropPageCache(path: string): Promise<void> {
-  await withReadOnly(path, async (fh) => {
-    await fh.datasync();
-    call(() => native().dropCache(fh.fd), path);
+  await withReadOnly(path, async (fd) => {
+    await promisify(fs.fdatasync)(fd);
+    call(() => native().dropCache(fd), path);
   });
 }
 
-/** Runs `fn` on the file opened read-only; fs errors become PenstockSystemErrors. */
-async function withReadOnly<T>(path: string, fn: (fh: import('node:fs/promises').FileHandle) => Promise<T>): Promise<T> {
+/** Runs `fn` on the file opened read-only (a regular file, found without blocking); fs errors become PenstockSystemErrors. */
+async function withReadOnly<T>(path: string, fn: (fd: number) => Promise<T>): Promise<T> {
   if (typeof path !== 'string' || path.length === 0) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `path must be a non-empty string, got ${describe(path)}`);
-  const fs = await import('node:fs/promises');
-  let fh: import('node:fs/promises').FileHandle;
+  const fd = await openRegularFile(path, fs.constants.O_RDONLY);
   try {
-    fh = await fs.open(path, 'r');
-  } catch (err) {
-    throw systemError(err as NodeJS.ErrnoException);
-  }
-  try {
-    return await fn(fh);
+    return await fn(fd);
   } catch (err) {
     throw (err as NodeJS.ErrnoException).syscall ? systemError(err as NodeJS.ErrnoException) : err;
   } finally {
-    await fh.close();
+    fs.closeSync(fd);
   }
 }
 

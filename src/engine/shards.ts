@@ -8,7 +8,8 @@ import { open, type PenstockFile } from './file.js';
 import type { FileRoute } from './routing.js';
 import { deviceCount } from '../addon/runtime.js';
 import type { Route } from './stats.js';
-import { checkLength, describe } from '../vocabulary/validate.js';
+import { checkLength, describe, isLength } from '../vocabulary/validate.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
 
 /** One piece to load: a file, or a byte range of it, into a GPU. */
 export interface Shard {
@@ -67,6 +68,15 @@ export interface LoadShardsOptions {
  */
 export async function loadShards(shards: Shard[], options: LoadShardsOptions = {}): Promise<ShardResult[]> {
   if (!Array.isArray(shards)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `shards must be an array, got ${describe(shards)}`);
+  checkOptionKeys('loadShards', options);
+  if (options.concurrency !== undefined && !(isLength(options.concurrency) && options.concurrency >= 1))
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `concurrency must be a positive integer, got ${describe(options.concurrency)}`);
+  if (options.onProgress !== undefined && typeof options.onProgress !== 'function')
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `onProgress must be a function, got ${describe(options.onProgress)}`);
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `signal must be an AbortSignal, got ${describe(options.signal)}`);
+  if (options.mode !== undefined && options.mode !== 'settle' && options.mode !== 'fail-fast')
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `mode must be 'settle' or 'fail-fast', got ${describe(options.mode)}`);
   const gpus = deviceCount();
   if (shards.length > 0 && gpus === 0) throw usage('ERR_PENSTOCK_NO_CUDA', 'No usable GPU to load shards into');
   shards.forEach((s, i) => {

@@ -1,6 +1,7 @@
 /** The options of one read or write, checked before anything is touched. */
 import { usage } from '../vocabulary/errors.js';
 import { checkLength, describe } from '../vocabulary/validate.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
 
 /** Options shared by reads and writes. */
 export interface TransferOptions {
@@ -40,6 +41,7 @@ export function transferOptions(options: unknown, write: boolean): ValidOptions 
   if (options === undefined) options = {};
   if (options === null || typeof options !== 'object')
     throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `options must be an object, got ${describe(options)}`);
+  checkOptionKeys(write ? 'write' : 'read', options);
   const o = options as ReadOptions & WriteOptions;
   const memName = write ? 'sourceOffset' : 'targetOffset';
   const fileOffset = o.fileOffset ?? 0;

@@ -3,6 +3,9 @@ import { DeviceBuffer } from '../memory/device-buffer.js';
 import { open, type Memory, type TransferOptions } from './file.js';
 import { hostRegion } from '../memory/host-memory.js';
 import { PinnedBuffer } from '../memory/pinned-buffer.js';
+import { checkOptionKeys, type OptionsOf } from '../settings/option-keys.js';
+import { usage } from '../vocabulary/errors.js';
+import { describe } from '../vocabulary/validate.js';
 
 /** First read size for files that report a size of 0 (procfs, sysfs): their content is read until it ends. */
 const UNSIZED_FIRST_READ = 64 * 1024;
@@ -15,6 +18,7 @@ export interface WholeFileOptions extends Pick<TransferOptions, 'signal' | 'onPr
 
 /** Reads a whole file into a new DeviceBuffer on `options.device` (default GPU 0). */
 export async function readFileToDevice(path: string, options: WholeFileOptions = {}): Promise<DeviceBuffer> {
+  checkWhole('readFileToDevice', options);
   const file = await open(path, 'r');
   try {
     const size = await file.size();
@@ -36,6 +40,9 @@ export async function readFileToDevice(path: string, options: WholeFileOptions =
 export async function readFileToHost(path: string, options: WholeFileOptions & { pinned: true }): Promise<PinnedBuffer>;
 export async function readFileToHost(path: string, options?: WholeFileOptions & { pinned?: false }): Promise<Buffer>;
 export async function readFileToHost(path: string, options: WholeFileOptions & { pinned?: boolean } = {}): Promise<Buffer | PinnedBuffer> {
+  checkWhole('readFileToHost', options);
+  if (options.pinned !== undefined && typeof options.pinned !== 'boolean')
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `pinned must be a boolean, got ${describe(options.pinned)}`);
   const file = await open(path, 'r');
   try {
     const size = await file.size();
@@ -68,6 +75,7 @@ export async function readFileToHost(path: string, options: WholeFileOptions & {
 
 /** Writes `source` (GPU or host memory) to `path`, creating or truncating it. Resolves to the bytes written. */
 export async function writeFile(path: string, source: Memory, options: Pick<TransferOptions, 'signal' | 'onProgress'> = {}): Promise<number> {
+  checkWhole('writeFile', options);
   // The file is truncated only for a source that can be written.
   if (source instanceof DeviceBuffer) source.assertLive();
   else hostRegion(source, 'source');
@@ -77,6 +85,18 @@ export async function writeFile(path: string, source: Memory, options: Pick<Tran
   } finally {
     await file.close();
   }
+}
+
+/** Checks the options before the file is opened (or, for writeFile, created and truncated). */
+function checkWhole(fn: OptionsOf, o: unknown): asserts o is WholeFileOptions {
+  checkOptionKeys(fn, o);
+  const w = (o ?? {}) as WholeFileOptions;
+  if (w.device !== undefined && (typeof w.device !== 'number' || !Number.isSafeInteger(w.device) || w.device < 0))
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `device must be a non-negative integer, got ${describe(w.device)}`);
+  if (w.onProgress !== undefined && typeof w.onProgress !== 'function')
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `onProgress must be a function, got ${describe(w.onProgress)}`);
+  if (w.signal !== undefined && !(w.signal instanceof AbortSignal))
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `signal must be an AbortSignal, got ${describe(w.signal)}`);
 }
 
 function transfer(o: Pick<TransferOptions, 'signal' | 'onProgress'>): TransferOptions {

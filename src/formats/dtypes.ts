@@ -57,20 +57,19 @@ export function byteLengthOf(dtype: Dtype, elements: number): number | undefined
   return total % 8 === 0 ? total / 8 : undefined;
 }
 
-/** Element strides (C order: the last dimension varies fastest). */
+/**
+ * Element strides (C order: the last dimension varies fastest; Fortran order: the first). Every
+ * stride is a safe integer: a stride past 2^53 can arise only in a tensor with no elements (a
+ * dimension of 0 beside huge ones, `[0, 2^40, 2^40]`), whose strides address nothing, and is 0.
+ */
 export function contiguousStrides(shape: readonly number[], fortran = false): number[] {
   const strides = new Array<number>(shape.length);
   let step = 1;
-  if (fortran) {
-    for (let i = 0; i < shape.length; i++) {
-      strides[i] = step;
-      step *= shape[i]!;
-    }
-  } else {
-    for (let i = shape.length - 1; i >= 0; i--) {
-      strides[i] = step;
-      step *= shape[i]!;
-    }
-  }
+  const put = (i: number) => {
+    strides[i] = Number.isSafeInteger(step) ? step : 0;
+    step *= shape[i]!;
+  };
+  if (fortran) for (let i = 0; i < shape.length; i++) put(i);
+  else for (let i = shape.length - 1; i >= 0; i--) put(i);
   return strides;
 }

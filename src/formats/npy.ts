@@ -13,6 +13,12 @@ export const NPY_MAGIC = Uint8Array.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59]);
 /** Bytes of the fixed part before the dictionary for each version: magic, version, length field. */
 export const NPY_PREFIX_BYTES = 12;
 
+/** Dictionary lengths beyond this are refused before they are read (numpy's own default limit). */
+export const MAX_NPY_HEADER_BYTES = 10_000;
+
+/** Brackets nested deeper than this are refused (a shape is one tuple; structured dtypes nest a few levels). */
+export const MAX_NPY_NESTING = 32;
+
 /** A parsed .npy header. */
 export interface NpyHeader {
   /** The .npy format version (1.0, 2.0 or 3.0), by its major number. */
@@ -54,7 +60,10 @@ export function npyHeaderLength(prefix: Uint8Array, fileSize: number, path?: str
     throw formatError('ERR_PENSTOCK_NPY_BAD_VERSION', `.npy format version ${major}.${minor} is not 1.0, 2.0 or 3.0`, { path });
   const dv = new DataView(prefix.buffer, prefix.byteOffset, prefix.length);
   if (major > 1 && prefix.length < 12) throw formatError('ERR_PENSTOCK_NPY_TRUNCATED', 'the file ends inside the .npy header', { path });
-  const total = major === 1 ? 10 + dv.getUint16(8, true) : 12 + dv.getUint32(8, true);
+  const dictLength = major === 1 ? dv.getUint16(8, true) : dv.getUint32(8, true);
+  if (dictLength > MAX_NPY_HEADER_BYTES)
+    throw formatError('ERR_PENSTOCK_NPY_HEADER_TOO_LARGE', `the .npy header length ${dictLength} is beyond the ${MAX_NPY_HEADER_BYTES}-byte limit (numpy's own)`, { path });
+  const total = (major === 1 ? 10 : 12) + dictLength;
   if (total > fileSize) throw formatError('ERR_PENSTOCK_NPY_TRUNCATED', `the .npy header (${total} bytes) runs past the end of the file (${fileSize} bytes)`, { path });
   return total;
 }
@@ -86,8 +95,9 @@ export function parseNpyHeader(bytes: Uint8Array, fileSize: number, path?: strin
   if (m[1] === '>' && Number(m[3]) > 1)
     throw formatError('ERR_PENSTOCK_NPY_BIG_ENDIAN', `the data is big-endian (${descr}); save it little-endian (numpy: a.astype(a.dtype.newbyteorder('<')))`, { path });
   const shape = shapeV as number[];
-  let elements = 1;
-  for (const d of shape) {
+  // A dimension of 0 anywhere leaves no elements, whatever the others.
+  let elements = shape.includes(0) ? 0 : 1;
+  for (const d of elements > 0 ? shape : []) {
     elements *= d;
     if (!Number.isSafeInteger(elements)) throw formatError('ERR_PENSTOCK_NPY_BAD_HEADER', 'the shape has more elements than can be addressed', { path });
   }
@@ -117,6 +127,7 @@ function parseHeaderDict(text: string, path?: string): Map<string, PyValue> {
     i = end + 1;
     return s;
   };
+  let depth = 0;
   const value = (): PyValue => {
     ws();
     const c = text[i];
@@ -125,12 +136,14 @@ function parseHeaderDict(text: string, path?: string): Map<string, PyValue> {
     if (text.startsWith('False', i)) return (i += 5), false;
     if (c === '(' || c === '[') {
       const close = c === '(' ? ')' : ']';
+      if (++depth > MAX_NPY_NESTING) throw formatError('ERR_PENSTOCK_NPY_TOO_DEEP', `the header dictionary nests brackets deeper than ${MAX_NPY_NESTING} levels`, { path });
       i++;
       const items: PyValue[] = [];
       for (;;) {
         ws();
         if (text[i] === close) {
           i++;
+          depth--;
           return items as PyValue;
         }
         const num = /^\d+/.exec(text.slice(i, i + 24));

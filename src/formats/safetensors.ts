@@ -135,14 +135,17 @@ function checkEntry(name: string, v: JsonValue, dataLength: number, path?: strin
   const rawShape = v.shape;
   if (!Array.isArray(rawShape)) throw formatError('ERR_PENSTOCK_TENSOR_BAD_SHAPE', `the shape of tensor ${q} is not an array`, where);
   const shape: number[] = [];
-  let elements = 1;
   for (const d of rawShape) {
     const x = exactIndex(d);
     if (x === undefined) throw formatError('ERR_PENSTOCK_TENSOR_BAD_SHAPE', `the shape of tensor ${q} has a dimension that is not a non-negative integer`, where);
     shape.push(x);
-    elements *= x;
+  }
+  // A dimension of 0 anywhere leaves no elements, whatever the others (`[2^40, 2^40, 0]`).
+  let elements = shape.includes(0) ? 0 : 1;
+  for (let i = 0; i < shape.length && elements > 0; i++) {
+    elements *= shape[i]!;
     if (!Number.isSafeInteger(elements * 8))
-      throw formatError('ERR_PENSTOCK_TENSOR_SHAPE_OVERFLOW', `the shape [${shape.join(', ')}…] of tensor ${q} has more elements than can be addressed`, where);
+      throw formatError('ERR_PENSTOCK_TENSOR_SHAPE_OVERFLOW', `the shape [${shape.slice(0, i + 1).join(', ')}…] of tensor ${q} has more elements than can be addressed`, where);
   }
   const offs = v.data_offsets;
   if (!Array.isArray(offs) || offs.length !== 2) throw formatError('ERR_PENSTOCK_TENSOR_BAD_OFFSETS', `data_offsets of tensor ${q} is not a pair`, where);

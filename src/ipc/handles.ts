@@ -9,6 +9,7 @@
 import { native } from '../addon/binding.js';
 import { DeviceBuffer } from '../memory/device-buffer.js';
 import { usage } from '../vocabulary/errors.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
 import { handleBytes, parseIpcHandle, encodeIpcHandle, IPC_HANDLE_TYPE, IPC_HANDLE_VERSION, type IpcHandle } from './format.js';
 import { call, checkDevice, deviceInfo, ensurePool, requireCuda } from '../addon/runtime.js';
 
@@ -161,6 +162,7 @@ function localOrdinal(pciBusId: string): number | undefined {
  * read or write into the result.
  */
 export function importDeviceBuffer(handle: IpcHandle | string, options: IpcImportOptions = {}): DeviceBuffer {
+  checkOptionKeys('importDeviceBuffer', options);
   const h = parseIpcHandle(handle);
   if (h.exporter === processToken())
     throw usage('ERR_PENSTOCK_IPC_SAME_PROCESS', 'This handle was exported by this process, and CUDA cannot open a handle in its own process; use the exported DeviceBuffer (or a view of it) instead');

@@ -10,6 +10,7 @@ import { parseIpcHandle, type IpcHandle } from './format.js';
 import { contiguousStrides, dtypeBits, isDtype } from '../formats/dtypes.js';
 import { TensorSet, type TensorLayoutEntry } from '../tensors/tensor-set.js';
 import { describe } from '../vocabulary/validate.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
 
 /** The `type` every tensor manifest carries. */
 export const TENSOR_MANIFEST_TYPE = 'penstock.tensor-manifest';
@@ -78,24 +79,28 @@ function checkTensor(value: unknown, slabSize: number, index: number): ManifestT
   const byteOffset = r.byteOffset;
   if (typeof byteOffset !== 'number' || !Number.isSafeInteger(byteOffset) || byteOffset < 0)
     bad(`${what}: byteOffset must be a non-negative integer, got ${describe(byteOffset)}`);
+  if (r.byteLength !== undefined && !(typeof r.byteLength === 'number' && Number.isSafeInteger(r.byteLength) && r.byteLength >= 0))
+    bad(`${what}: byteLength must be a non-negative integer, got ${describe(r.byteLength)}`);
   const numel = shape.reduce((a, d) => a * d, 1);
   const bits = isDtype(r.dtype) ? dtypeBits(r.dtype) : undefined;
   let byteLength: number;
   if (bits === undefined) {
-    if (typeof r.byteLength !== 'number' || !Number.isSafeInteger(r.byteLength) || r.byteLength < 0)
-      bad(`${what}: dtype ${r.dtype} is not one penstock knows the size of, so byteLength is required`);
-    byteLength = r.byteLength;
+    if (r.byteLength === undefined) bad(`${what}: dtype ${r.dtype} is not one penstock knows the size of, so byteLength is required`);
+    byteLength = r.byteLength as number;
   } else {
     const isContiguous = numel === 0 || strides.every((s, i) => s === contiguous[i] || shape[i] === 1);
     if (bits % 8 !== 0 && !isContiguous) bad(`${what}: ${r.dtype} packs several elements per byte, so it must be contiguous`);
     // The bytes from the first element to the end of the last one the strides reach.
     const lastElement = numel === 0 ? -1 : shape.reduce((a, d, i) => a + (d - 1) * strides[i]!, 0);
     const spanBits = (lastElement + 1) * bits;
+    if (!Number.isSafeInteger(spanBits)) bad(`${what}: strides ${JSON.stringify(strides)} reach past what can be addressed`);
     if (spanBits % 8 !== 0) bad(`${what}: ${numel} elements of ${r.dtype} do not fill whole bytes`);
     const span = spanBits / 8;
-    if (r.byteLength !== undefined && r.byteLength !== span && (isContiguous || typeof r.byteLength !== 'number' || r.byteLength < span))
-      bad(`${what}: byteLength ${describe(r.byteLength)} does not match ${r.dtype}${JSON.stringify(shape)} (${span} bytes)`);
-    byteLength = typeof r.byteLength === 'number' ? r.byteLength : span;
+    // A strided view may span more bytes than its strides reach (the rest of its rows), never fewer;
+    // a contiguous one exactly its elements.
+    if (r.byteLength !== undefined && (isContiguous ? r.byteLength !== span : (r.byteLength as number) < span))
+      bad(`${what}: byteLength ${describe(r.byteLength)} does not match ${r.dtype}${JSON.stringify(shape)} with strides ${JSON.stringify(strides)} (${span} bytes)`);
+    byteLength = (r.byteLength as number | undefined) ?? span;
   }
   if (byteOffset > slabSize || byteLength > slabSize - byteOffset)
     bad(`${what}: bytes [${byteOffset}, ${byteOffset + byteLength}) lie outside the slab of ${slabSize} bytes`);
@@ -208,6 +213,7 @@ export function exportTensorSet(set: TensorSet, options: ExportTensorSetOptions 
     throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `exportTensorSet needs a TensorSet (from loadTensors), got ${describe(set)}`);
   if (options === null || typeof options !== 'object')
     throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `exportTensorSet options must be an object, got ${describe(options)}`);
+  checkOptionKeys('exportTensorSet', options);
   const slab = set.slab;
   if (!(slab instanceof DeviceBuffer))
     throw usage('ERR_PENSTOCK_IPC_NOT_EXPORTABLE', 'This tensor set is in host memory; CUDA IPC hands on GPU memory (load it without `host`)');
@@ -280,10 +286,17 @@ export class ImportedTensorSet {
 
 /** Opens a manifest from another process: one mapping of the slab, one view per tensor. */
 export function openTensorManifest(input: TensorManifest | string, options: IpcImportOptions = {}): ImportedTensorSet {
+  checkOptionKeys('openTensorManifest', options);
   const manifest = parseTensorManifest(input);
   const slab = importDeviceBuffer(manifest.slab, options);
-  const tensors = new Map<string, OpenedTensor>();
-  for (const t of manifest.tensors)
-    tensors.set(t.name, { ...t, buffer: slab.subarray(t.byteOffset, t.byteOffset + t.byteLength) });
-  return new ImportedTensorSet(slab, tensors, manifest.metadata ?? {});
+  try {
+    const tensors = new Map<string, OpenedTensor>();
+    for (const t of manifest.tensors)
+      tensors.set(t.name, { ...t, buffer: slab.subarray(t.byteOffset, t.byteOffset + t.byteLength) });
+    return new ImportedTensorSet(slab, tensors, manifest.metadata ?? {});
+  } catch (err) {
+    // The mapping is released now, not when the collector finds it.
+    slab.free();
+    throw err;
+  }
 }

@@ -8,6 +8,7 @@ import { Lifetime } from './lifetime.js';
 import { call, checkDevice, requireCuda } from '../addon/runtime.js';
 import { prepareDevice } from '../addon/gpu-preparation.js';
 import { checkLength, checkRange, describe } from '../vocabulary/validate.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
 
 /** The allocation a buffer and all its views share (reachable only through private fields). */
 interface Root {
@@ -98,6 +99,7 @@ export class DeviceBuffer {
    */
   static alloc(size: number, options: DeviceBufferOptions = {}): DeviceBuffer {
     checkLength(size, 'size');
+    checkOptionKeys('DeviceBuffer.alloc', options);
     const device = options.device ?? 0;
     requireCuda();
     checkDevice(device);
@@ -117,6 +119,7 @@ export class DeviceBuffer {
     if (typeof ptr !== 'bigint' || ptr <= 0n)
       throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `ptr must be a positive bigint device address, got ${describe(ptr)}`);
     checkLength(byteLength, 'byteLength');
+    checkOptionKeys('DeviceBuffer.wrap', options);
     requireCuda();
     const info = call(() => native().pointerInfo(ptr));
     if (options.device !== undefined && options.device !== info.device)
@@ -194,6 +197,7 @@ export class DeviceBuffer {
   /** Copies host memory into this buffer at `offset` (default 0). */
   async copyFrom(source: HostMemory, options: { offset?: number } = {}): Promise<void> {
     const src = hostRegion(source, 'source');
+    checkOptionKeys('copyFrom', options);
     const offset = options.offset ?? 0;
     checkLength(offset, 'offset');
     checkRange(offset, src.length, this.byteLength, 'DeviceBuffer');
@@ -206,6 +210,7 @@ export class DeviceBuffer {
   /** Copies `size` bytes (default: as many as fit) from `offset` of this buffer into host memory. */
   async copyTo(target: HostMemory, options: { offset?: number; size?: number } = {}): Promise<void> {
     const dst = hostRegion(target, 'target');
+    checkOptionKeys('copyTo', options);
     const offset = options.offset ?? 0;
     checkLength(offset, 'offset');
     const size = options.size ?? Math.min(dst.length, Math.max(0, this.byteLength - offset));

@@ -2,6 +2,7 @@
  * cuFile's configuration file: JSON that allows comments. Only the keys that change which route
  * a file takes, or where the evidence goes, are picked out.
  */
+import fs from 'node:fs';
 import { parseBooleanWord } from '../vocabulary/reasons.js';
 import type { SysRoot } from './sysfs.js';
 
@@ -41,6 +42,13 @@ export interface CuFileConfig {
   /** Where the path came from. */
   source: 'CUFILE_ENV_PATH_JSON' | 'default';
   found: boolean;
+  /**
+   * Set when the path is there but its settings cannot be known: a symbolic link whose target is
+   * missing (on a recorded machine root, a target that was not recorded), or a file that cannot
+   * be read. The sentence says which; `found` is then false, but cuFile's defaults are not
+   * known to apply.
+   */
+  unknown?: string;
   /** Set when the file exists but is not valid JSON (after comments). */
   error?: string;
   allowCompatMode?: boolean;
@@ -92,7 +100,11 @@ export function readCuFileConfig(root: SysRoot, env: NodeJS.ProcessEnv): CuFileC
     posixGdsMinKb: {}, denylist: { drivers: [], devices: [], mounts: [], filesystems: [] },
   };
   const text = root.text(file);
-  if (text === undefined) return cfg;
+  if (text === undefined) {
+    const why = whyUnread(root, file);
+    if (why) cfg.unknown = why;
+    return cfg;
+  }
   cfg.found = true;
   let json: unknown;
   try {
@@ -127,6 +139,21 @@ export function readCuFileConfig(root: SysRoot, env: NodeJS.ProcessEnv): CuFileC
   set('maxIoThreads', num(pick(json, 'execution', 'max_io_threads')));
   set('parallelIo', bool(pick(json, 'execution', 'parallel_io')));
   return cfg;
+}
+
+/** Why a path that is there could not be read (a dangling link, an unreadable file); undefined when it is simply absent. */
+function whyUnread(root: SysRoot, file: string): string | undefined {
+  if (!root.exists(file)) return undefined;
+  let target: string | undefined;
+  try {
+    const host = root.hostPath(file, true);
+    if (fs.lstatSync(host).isSymbolicLink()) target = fs.readlinkSync(host);
+  } catch {
+    // Gone between the two looks: read as absent.
+    return undefined;
+  }
+  if (target === undefined) return `${file} cannot be read`;
+  return root.live ? `${file} is a symbolic link to ${target}, which does not exist` : `${file} is a symbolic link to ${target}, which the recorded machine root does not hold`;
 }
 
 /** A cuFile boolean environment variable: undefined when unset or not a boolean. */

@@ -7,8 +7,13 @@ import { contiguousStrides, type Dtype } from '../formats/dtypes.js';
 import { formatError } from '../formats/errors.js';
 import { NPY_MAGIC, NPY_PREFIX_BYTES, npyHeaderLength, parseNpyHeader } from '../formats/npy.js';
 import { headerLengthOf, parseSafetensorsHeader } from '../formats/safetensors.js';
-import { parseShardedIndex, type ShardedIndex } from '../formats/sharded-index.js';
+import { MAX_INDEX_BYTES, parseShardedIndex, type ShardedIndex } from '../formats/sharded-index.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
+import { usage } from '../vocabulary/errors.js';
+import { describe } from '../vocabulary/validate.js';
+import { expandDirectories } from './model-directory.js';
 import { openAnySource, readBytes, type SourceOpener, type TensorSource } from './source.js';
+import { openSource } from '../sources/open-source.js';
 
 /** A tensor in its file. */
 export interface FileTensor {
@@ -56,7 +61,11 @@ export interface Checkpoint {
   index?: { path: string; metadata: Record<string, unknown> };
 }
 
-/** What a checkpoint can be given as: a path (file or index), several paths, or open sources. */
+/**
+ * What a checkpoint can be given as: a path (a file, an index, or a model directory: its
+ * `model.safetensors.index.json`, else its `model.safetensors`, else its `*.safetensors` files
+ * in name order), several paths, or open sources.
+ */
 export type CheckpointInput = string | TensorSource | readonly (string | TensorSource)[];
 
 /** Options for {@link describeCheckpoint}. */
@@ -75,8 +84,16 @@ const FIRST_READ = 64 * 1024;
  * {@link TensorFormatError} for anything malformed, with every source closed again.
  */
 export async function describeCheckpoint(input: CheckpointInput, options: DescribeOptions = {}): Promise<Checkpoint> {
-  const opener = options.openSource ?? openAnySource;
-  const items = (Array.isArray(input) ? input : [input]) as (string | TensorSource)[];
+  checkOptionKeys('describeCheckpoint', options);
+  if (options.openSource !== undefined && typeof options.openSource !== 'function')
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `openSource must be a function, got ${describe(options.openSource)}`);
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `signal must be an AbortSignal, got ${describe(options.signal)}`);
+  // The default opener hears the signal too: opening a remote object waits for its server.
+  const signal = options.signal;
+  const opener = options.openSource ?? (signal ? (l: string) => openSource(l, { signal }) : openAnySource);
+  // A model directory stands for the checkpoint in it (its index, or its safetensors files).
+  const items = await expandDirectories((Array.isArray(input) ? input : [input]) as (string | TensorSource)[]);
   const opened: TensorSource[] = [];
   try {
     let index: (ShardedIndex & { path: string }) | undefined;
@@ -86,18 +103,22 @@ export async function describeCheckpoint(input: CheckpointInput, options: Descri
         if (items.length > 1) throw formatError('ERR_PENSTOCK_TENSOR_UNKNOWN_FORMAT', 'an index must be given alone, not in a list of files', { path: item });
         const src = await opener(item);
         opened.push(src);
-        const text = (await readBytes(src, 0, await src.size(), options.signal)).toString('utf8');
-        index = { ...parseShardedIndex(text, item), path: item };
+        const size = await src.size();
+        if (size > MAX_INDEX_BYTES)
+          throw formatError('ERR_PENSTOCK_TENSOR_INDEX_INVALID', `the index is ${size} bytes, more than the ${MAX_INDEX_BYTES / 1024 / 1024} MiB an index may have`, { path: src.path });
+        const text = (await readBytes(src, 0, size, options.signal)).toString('utf8');
+        // Named in messages and records as its source names itself (a URL without user info).
+        index = { ...parseShardedIndex(text, item), path: src.path };
         locations.push(...index.shards);
       } else locations.push(item);
     }
-    const sources = await Promise.all(
-      locations.map(async (loc) => {
-        const s = typeof loc === 'string' ? await opener(loc) : loc;
-        if (typeof loc === 'string') opened.push(s);
-        return s;
-      }),
-    );
+    // Every open is waited for, failed or not, so that the files opened beside one that failed
+    // are known here and closed below (a rejection seen early would leave later opens unclosed).
+    const settled = await Promise.allSettled(locations.map(async (loc) => (typeof loc === 'string' ? { s: await opener(loc), own: true } : { s: loc, own: false })));
+    for (const r of settled) if (r.status === 'fulfilled' && r.value.own) opened.push(r.value.s);
+    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    const sources = settled.map((r) => (r as PromiseFulfilledResult<{ s: TensorSource }>).value.s);
     const files = await Promise.all(sources.map((s, i) => describeFile(s, i, options.signal)));
     const tensors = new Map<string, FileTensor>();
     for (const f of files)
@@ -126,10 +147,14 @@ export async function closeCheckpoint(cp: Checkpoint): Promise<void> {
 }
 
 function checkIndex(index: ShardedIndex & { path: string }, cp: Checkpoint): void {
+  // The files are the index's shards in its order: a shard is known by its place, and named by
+  // its source's own (redacted) path, never by the location opened (which may hold user info).
+  const fileOf = new Map(index.shards.map((loc, i) => [loc, i]));
   for (const [name, shard] of index.weightMap) {
     const t = cp.tensors.get(name);
-    if (!t || cp.files[t.file]!.path !== shard)
-      throw formatError('ERR_PENSTOCK_TENSOR_INDEX_MISMATCH', `the index puts ${JSON.stringify(name)} in ${shard}, which does not hold it`, { path: index.path, tensor: name });
+    const file = fileOf.get(shard)!;
+    if (!t || t.file !== file)
+      throw formatError('ERR_PENSTOCK_TENSOR_INDEX_MISMATCH', `the index puts ${JSON.stringify(name)} in ${cp.files[file]!.path}, which does not hold it`, { path: index.path, tensor: name });
   }
   for (const name of cp.tensors.keys())
     if (!index.weightMap.has(name))

@@ -2,7 +2,7 @@
  * Tensor files (safetensors, sharded checkpoints, .npy) into GPU or host memory.
  */
 export { loadTensors, type LoadTensorsOptions } from './loader.js';
-export { TensorSet, type TensorView, type TensorLayoutEntry, type FileLoadRecord, type SlabPlace } from './tensor-set.js';
+export { TensorSet, type TensorValues, type TensorView, type TensorLayoutEntry, type FileLoadRecord, type SlabPlace } from './tensor-set.js';
 export { describeCheckpoint, closeCheckpoint, type Checkpoint, type CheckpointFile, type CheckpointInput, type FileTensor, type DescribeOptions } from './checkpoint.js';
 export { planLoad, SLAB_ALIGNMENT, type LoadPlan, type PlannedTensor, type Span, type TensorFilter, type RowShard, type PlanOptions } from './load-plan.js';
 export { parseSafetensorsHeader, headerLengthOf, MAX_HEADER_BYTES, type SafetensorsHeader, type TensorEntry } from '../formats/safetensors.js';

@@ -6,6 +6,9 @@
  */
 import { dtypeBits, type Dtype } from '../formats/dtypes.js';
 import { formatError } from '../formats/errors.js';
+import { usage } from '../vocabulary/errors.js';
+import { describe, isLength } from '../vocabulary/validate.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
 import type { Checkpoint, FileTensor } from './checkpoint.js';
 
 /** Which tensors to load: names, a name prefix, or a predicate over the name. */
@@ -42,6 +45,12 @@ export interface PlannedTensor {
   byteOffset: number;
   /** The rows taken, for a sliced tensor, and the full row count. */
   rows?: { begin: number; end: number; of: number };
+  /**
+   * With `alignElements`: the slab offset where the span's read leaves this tensor's bytes when
+   * that is not a multiple of its element size; the loader copies them from there to
+   * `byteOffset`, which is.
+   */
+  copyFrom?: number;
 }
 
 /** One engine read: a contiguous file range into a contiguous slab range. */
@@ -76,15 +85,24 @@ export interface PlanOptions {
   rows?: RowShard;
   /** Gaps up to this many bytes between chosen regions are read through rather than split into two reads (default 1 MiB). */
   coalesceGap?: number;
+  /**
+   * Give every tensor a slab offset that is a multiple of its element size (so that a typed
+   * array can view it): a tensor that its span's read leaves misaligned (a file whose tensors
+   * do not start on multiples of their element size) gets a place of its own at the end of the
+   * slab, and `copyFrom` says where to copy it from. Default false.
+   */
+  alignElements?: boolean;
 }
 
 /** Plans a load of a described checkpoint. */
 export function planLoad(cp: Checkpoint, options: PlanOptions = {}): LoadPlan {
+  checkOptionKeys('planLoad', options);
   const chosen = select(cp, options.filter);
   const rows = options.rows;
   if (rows && (!Number.isInteger(rows.count) || rows.count < 1 || !Number.isInteger(rows.index) || rows.index < 0 || rows.index >= rows.count))
     throw formatError('ERR_PENSTOCK_TENSOR_ROW_SPLIT', `row shard ${rows.index} of ${rows.count} is not a shard (0 ≤ index < count, both integers)`);
   const gap = options.coalesceGap ?? 1 << 20;
+  if (!isLength(gap)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `coalesceGap must be a non-negative integer, got ${describe(gap)}`);
   const regions = chosen.map((t) => region(t, rows));
   // Placed at their index in `chosen`: the plan keeps checkpoint order without sorting again.
   const tensors = new Array<PlannedTensor>(regions.length);
@@ -111,7 +129,17 @@ export function planLoad(cp: Checkpoint, options: PlanOptions = {}): LoadPlan {
     if (span) cursor = span.slabOffset + span.size;
   }
   for (const s of spans) readBytes += s.size;
-  const slabBytes = tensors.reduce((m, t) => Math.max(m, t.byteOffset + t.byteLength), cursor);
+  let end = tensors.reduce((m, t) => Math.max(m, t.byteOffset + t.byteLength), cursor);
+  if (options.alignElements)
+    for (const t of tensors) {
+      const bits = dtypeBits(t.dtype);
+      const elem = bits % 8 === 0 ? bits / 8 : 1;
+      if (t.byteLength === 0 || t.byteOffset % elem === 0) continue;
+      t.copyFrom = t.byteOffset;
+      t.byteOffset = alignUp(end);
+      end = t.byteOffset + t.byteLength;
+    }
+  const slabBytes = end;
   return { tensors, spans, slabBytes, readBytes };
 }
 
@@ -142,8 +170,8 @@ function select(cp: Checkpoint, filter: TensorFilter | undefined): FileTensor[] 
     const wanted = new Set(names);
     return all.filter((t) => wanted.has(t.name));
   }
-  const prefix = (filter as { prefix: string }).prefix;
-  if (typeof prefix !== 'string') throw formatError('ERR_PENSTOCK_TENSOR_NOT_FOUND', 'a filter is a list of names, { prefix } or a function of the name');
+  const prefix = typeof filter === 'object' && filter !== null ? (filter as { prefix: unknown }).prefix : undefined;
+  if (typeof prefix !== 'string') throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `a filter is a list of names, { prefix } or a function of the name, got ${describe(filter)}`);
   return all.filter((t) => t.name.startsWith(prefix));
 }
 

@@ -6,13 +6,16 @@
 import { DeviceBuffer } from '../memory/device-buffer.js';
 import { warmUpGpu } from '../addon/gpu-preparation.js';
 import { AbortError, usage } from '../vocabulary/errors.js';
+import { describe, isLength } from '../vocabulary/validate.js';
+import { checkOptionKeys } from '../settings/option-keys.js';
 import type { Memory } from '../engine/file.js';
 import { PinnedBuffer } from '../memory/pinned-buffer.js';
 import type { OpRecord } from '../engine/stats.js';
-import { closeCheckpoint, describeCheckpoint, type Checkpoint, type CheckpointInput } from './checkpoint.js';
+import { describeCheckpoint, type Checkpoint, type CheckpointInput } from './checkpoint.js';
 import { formatError } from '../formats/errors.js';
 import { planLoad, type LoadPlan, type RowShard, type Span, type TensorFilter } from './load-plan.js';
 import type { SourceOpener } from './source.js';
+import { isRemoteRecord } from '../sources/source.js';
 import { TensorSet, type FileLoadRecord, type SlabPlace } from './tensor-set.js';
 
 /** Options of {@link loadTensors}. */
@@ -38,26 +41,32 @@ export interface LoadTensorsOptions {
 }
 
 /**
- * Loads a checkpoint: a `.safetensors` file, a sharded `*.index.json`, `.npy` files, a list of
+ * Loads a checkpoint: a `.safetensors` file, a sharded `*.index.json`, a model directory (its
+ * index, else its `model.safetensors`, else its `*.safetensors` files), `.npy` files, a list of
  * files, or open sources. Every header is checked before any data moves; on any failure the
  * slab is freed and nothing is returned.
  */
 export async function loadTensors(input: CheckpointInput, options: LoadTensorsOptions = {}): Promise<TensorSet> {
   const t0 = performance.now();
+  checkLoadOptions(options);
   const signal = options.signal;
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'signal must be an AbortSignal');
   if (signal?.aborted) throw new AbortError(undefined, { cause: signal.reason });
   // The GPU's context is made on another thread while the headers are read and the load planned.
   const warm = options.host ? undefined : warmUpGpu(options.device ?? 0);
   const cp = await describeCheckpoint(input, { openSource: options.openSource, signal });
-  const ownsSources = (Array.isArray(input) ? input : [input]).every((x) => typeof x === 'string');
+  // Sources given directly stay open; the files opened here for paths are closed at the end.
+  const given = new Set((Array.isArray(input) ? input : [input]).filter((x) => typeof x !== 'string'));
   try {
-    const plan = planLoad(cp, { filter: options.filter, rows: options.rows, coalesceGap: options.coalesceGap });
     const place: SlabPlace = options.host ? { kind: 'host', pinned: options.host === 'pinned' } : { kind: 'device', device: options.device ?? 0 };
+    // In host memory every tensor is placed where a typed array can view it (`values`).
+    const plan = planLoad(cp, { filter: options.filter, rows: options.rows, coalesceGap: options.coalesceGap, alignElements: place.kind === 'host' });
     await warm;
     const { slab, pinned } = allocateSlab(place, plan.slabBytes);
     try {
       const files = await readSpans(cp, plan, slab, pinned, place, options);
+      // Tensors the reads left misaligned are copied to their aligned places.
+      const bytes = pinned ? pinned.bytes : (slab as Uint8Array);
+      for (const t of plan.tensors) if (t.copyFrom !== undefined) bytes.copyWithin(t.byteOffset, t.copyFrom, t.copyFrom + t.byteLength);
       const metadata: Record<string, Record<string, string>> = {};
       for (const f of cp.files) if (f.metadata) metadata[f.path] = f.metadata;
       const init: ConstructorParameters<typeof TensorSet>[0] = {
@@ -73,8 +82,34 @@ export async function loadTensors(input: CheckpointInput, options: LoadTensorsOp
       throw err;
     }
   } finally {
-    if (ownsSources) await closeCheckpoint(cp);
+    await Promise.allSettled(cp.files.filter((f) => !given.has(f.source)).map((f) => f.source.close()));
   }
+}
+
+/**
+ * Every option is checked before a file is opened: a value of the wrong type would otherwise
+ * surface late (a NaN concurrency started no reads at all, a numeric onProgress threw inside
+ * the engine's callback).
+ */
+function checkLoadOptions(o: LoadTensorsOptions): void {
+  checkOptionKeys('loadTensors', o);
+  const bad = (name: string, wants: string, v: unknown) => usage('ERR_PENSTOCK_INVALID_ARGUMENT', `loadTensors() option ${name} must be ${wants}, got ${describe(v)}`);
+  const { device, host, concurrency, coalesceGap, filter, rows, openSource, signal, onProgress } = o;
+  if (device !== undefined && !isLength(device)) throw bad('device', 'a GPU ordinal (a non-negative integer)', device);
+  if (host !== undefined && typeof host !== 'boolean' && host !== 'pinned') throw bad('host', "true, false or 'pinned'", host);
+  if (concurrency !== undefined && !(isLength(concurrency) && concurrency >= 1)) throw bad('concurrency', 'a positive integer', concurrency);
+  if (coalesceGap !== undefined && !isLength(coalesceGap)) throw bad('coalesceGap', 'a non-negative integer (bytes)', coalesceGap);
+  if (filter !== undefined) {
+    const ok =
+      typeof filter === 'function' ||
+      (Array.isArray(filter) && filter.every((n) => typeof n === 'string')) ||
+      (typeof filter === 'object' && filter !== null && !Array.isArray(filter) && typeof (filter as { prefix?: unknown }).prefix === 'string');
+    if (!ok) throw bad('filter', 'a list of tensor names, { prefix: string } or a function of the name', filter);
+  }
+  if (rows !== undefined && (rows === null || typeof rows !== 'object')) throw bad('rows', '{ index, count }', rows);
+  if (openSource !== undefined && typeof openSource !== 'function') throw bad('openSource', 'a function', openSource);
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw bad('signal', 'an AbortSignal', signal);
+  if (onProgress !== undefined && typeof onProgress !== 'function') throw bad('onProgress', 'a function', onProgress);
 }
 
 function allocateSlab(place: SlabPlace, bytes: number): { slab: DeviceBuffer | Uint8Array; pinned?: PinnedBuffer } {
@@ -143,8 +178,14 @@ async function readSpan(cp: Checkpoint, span: Span, target: Memory, rec: FileLoa
   const src = cp.files[span.file]!.source;
   const opts = { fileOffset: span.fileOffset, size: span.size, targetOffset: span.slabOffset, signal, onProgress };
   let bytes: number;
-  if (src.readRecorded) {
-    const r: OpRecord = await src.readRecorded(target, opts);
+  const recorded = src.readRecorded ? await src.readRecorded(target, opts) : undefined;
+  if (recorded && isRemoteRecord(recorded)) {
+    // A remote read's operations are its HTTP requests (retries included).
+    bytes = recorded.bytes;
+    add(rec, recorded.route, recorded.requests, bytes);
+    rec.ops += recorded.requests;
+  } else if (recorded) {
+    const r: OpRecord = recorded;
     bytes = r.bytes;
     const staged = r.mapped ? r.tasks - r.mapped.tasks : r.tasks;
     const stagedBytes = r.mapped ? r.bytes - r.mapped.bytes : r.bytes;

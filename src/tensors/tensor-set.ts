@@ -6,6 +6,7 @@ import { DeviceBuffer } from '../memory/device-buffer.js';
 import { PinnedBuffer } from '../memory/pinned-buffer.js';
 import type { RouteReason } from '../engine/routing.js';
 import type { Route } from '../engine/stats.js';
+import type { RemoteRoute } from '../sources/remote/stats.js';
 import type { Dtype } from '../formats/dtypes.js';
 import { formatError } from '../formats/errors.js';
 import type { PlannedTensor } from './load-plan.js';
@@ -39,6 +40,39 @@ export interface TensorView extends TensorLayoutEntry {
   rows?: { begin: number; end: number; of: number };
   /** The tensor's memory: a view of the slab (GPU: a `DeviceBuffer`; host: a `Uint8Array`). */
   data: DeviceBuffer | Uint8Array;
+  /**
+   * Host sets only: the same bytes as a typed array of the tensor's element type, where
+   * JavaScript has one (see {@link TensorValues}); absent on the GPU and for dtypes without one.
+   * Elements are in memory order (`strides` tell the layout). No copy: it shares the slab.
+   */
+  values?: TensorValues;
+}
+
+/**
+ * The typed array of a host tensor's `values`, by dtype: `F32` Float32Array, `F64` Float64Array,
+ * `I8` Int8Array, `U8` and `BOOL` Uint8Array (0 or 1), `I16` Int16Array, `U16` Uint16Array, `I32`
+ * Int32Array, `U32` Uint32Array, `I64` BigInt64Array, `U64` BigUint64Array, `F16` Float16Array
+ * where the runtime has it (Node 24 and later; absent before). `BF16`, the `F8_*`, `F6_*` and `F4`
+ * types and `C64` have no JavaScript array: their `values` is absent, and `data` holds the bytes.
+ */
+export type TensorValues = Float32Array | Float64Array | Int8Array | Uint8Array | Int16Array | Uint16Array | Int32Array | Uint32Array | BigInt64Array | BigUint64Array;
+
+type TypedArrayClass = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => TensorValues;
+
+const VALUE_ARRAYS: Partial<Record<Dtype, TypedArrayClass>> = {
+  F32: Float32Array, F64: Float64Array, I8: Int8Array, U8: Uint8Array, BOOL: Uint8Array, I16: Int16Array, U16: Uint16Array,
+  I32: Int32Array, U32: Uint32Array, I64: BigInt64Array, U64: BigUint64Array,
+  // Float16Array came with Node 24; the lib types of this package predate it.
+  ...(typeof (globalThis as { Float16Array?: unknown }).Float16Array === 'function' ? { F16: (globalThis as unknown as { Float16Array: TypedArrayClass }).Float16Array } : {}),
+};
+
+/** The typed array over a tensor's bytes in host memory, or undefined (no such array; misaligned bytes). */
+export function valuesOf(dtype: Dtype, bytes: Uint8Array): TensorValues | undefined {
+  const Kind = VALUE_ARRAYS[dtype];
+  if (!Kind) return undefined;
+  const size = (Kind as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT;
+  if (bytes.byteOffset % size !== 0 || bytes.byteLength % size !== 0) return undefined;
+  return new Kind(bytes.buffer, bytes.byteOffset, bytes.byteLength / size);
 }
 
 /** What one file's reads did. */
@@ -47,12 +81,12 @@ export interface FileLoadRecord {
   path: string;
   /** Engine operations (one per span read). */
   operations: number;
-  /** Tasks over those operations (the engine's unit, `taskSize` each). */
+  /** Tasks over those operations (the engine's unit, `taskSize` each; for remote sources, HTTP requests). */
   ops: number;
   /** Bytes read from this file (tensor bytes plus coalesced gaps). */
   bytes: number;
   /** Tasks and bytes per route that carried them. */
-  routes: Partial<Record<Route, { ops: number; bytes: number }>>;
+  routes: Partial<Record<Route | RemoteRoute, { ops: number; bytes: number }>>;
   /** Why device reads of this file did not go through cuFile (when they did not). */
   fallback?: RouteReason;
   /** Why part of a warm read could not be copied from the page cache directly. */
@@ -116,6 +150,10 @@ export class TensorSet {
         path: init.paths[t.file]!, fileOffset: t.fileOffset, data,
       };
       if (t.rows) v.rows = t.rows;
+      if (data instanceof Uint8Array) {
+        const values = valuesOf(t.dtype, data);
+        if (values) v.values = values;
+      }
       this.#byName.set(t.name, v);
       return v;
     });
@@ -154,10 +192,10 @@ export class TensorSet {
   }
 
   /** Tasks and bytes per route over every file. */
-  routeTotals(): Partial<Record<Route, { ops: number; bytes: number }>> {
-    const out: Partial<Record<Route, { ops: number; bytes: number }>> = {};
+  routeTotals(): Partial<Record<Route | RemoteRoute, { ops: number; bytes: number }>> {
+    const out: Partial<Record<Route | RemoteRoute, { ops: number; bytes: number }>> = {};
     for (const f of this.files)
-      for (const [r, c] of Object.entries(f.routes) as [Route, { ops: number; bytes: number }][]) {
+      for (const [r, c] of Object.entries(f.routes) as [Route | RemoteRoute, { ops: number; bytes: number }][]) {
         const t = (out[r] ??= { ops: 0, bytes: 0 });
         t.ops += c.ops;
         t.bytes += c.bytes;

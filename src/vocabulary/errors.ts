@@ -22,6 +22,7 @@ export const CORE_ERROR_CODES = {
   ERR_PENSTOCK_FOREIGN_BUFFER: 'A PinnedBuffer operation was given memory that penstock did not allocate.',
   ERR_PENSTOCK_FREED: 'The DeviceBuffer or PinnedBuffer (or a view of it) was already freed.',
   ERR_PENSTOCK_BUFFER_BUSY: 'The buffer cannot be freed while an operation in flight uses it.',
+  ERR_PENSTOCK_NOT_REGULAR_FILE: 'The path names a FIFO, character or block device, or socket: penstock opens regular files only (found without blocking, so a FIFO never hangs an open).',
   ERR_PENSTOCK_FILE_CLOSED: 'The file was closed (or is closing).',
   ERR_PENSTOCK_NOT_READABLE: 'A read on a file opened write-only.',
   ERR_PENSTOCK_NOT_WRITABLE: 'A write on a file opened read-only.',

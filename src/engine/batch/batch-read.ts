@@ -18,6 +18,7 @@ import { batchResult, recordBatchFailure, type BatchReadResult } from './batch-r
 import { progressOf } from '../transfer-options.js';
 import { JobRun } from '../runner.js';
 import { checkLength, checkRange, describe, isLength } from '../../vocabulary/validate.js';
+import { checkOptionKeys } from '../../settings/option-keys.js';
 
 /** The error codes this module adds, each with its meaning. */
 export const BATCH_ERROR_CODES = {
@@ -48,6 +49,9 @@ export interface BatchReadOptions {
   onProgress?: (bytesDone: number) => void;
 }
 
+/** The most ranges one batch may hold (its plan keeps about 48 bytes of columns per range). */
+export const MAX_BATCH_RANGES = 1 << 24;
+
 const READABLE = new Set(['r', 'r+', 'w+', 'wx+']);
 
 /**
@@ -71,6 +75,11 @@ export async function readBatchInParts(ranges: readonly BatchRange[], options: B
 
 function start(ranges: readonly BatchRange[], options: BatchReadOptions, partPieces: number): Promise<BatchReadResult> {
   if (!Array.isArray(ranges)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `ranges must be an array, got ${describe(ranges)}`);
+  checkOptionKeys('readBatch', options);
+  // The columns are allocated for the whole length before the ranges are looked at: a length no
+  // batch can have (a sparse array of 2^32-1) is refused here rather than failing to allocate.
+  if (ranges.length > MAX_BATCH_RANGES)
+    throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `a batch holds at most ${MAX_BATCH_RANGES} ranges, got ${ranges.length}; split it into several batches`);
   const { signal, onProgress } = options;
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'signal must be an AbortSignal');
   if (onProgress !== undefined && typeof onProgress !== 'function') throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'onProgress must be a function');
@@ -140,6 +149,10 @@ function collect(ranges: readonly BatchRange[], defaultFile: PenstockFile | unde
     if (!isLength(fileOffset)) checkLength(fileOffset, `ranges[${i}].fileOffset`);
     if (!isLength(size)) checkLength(size, `ranges[${i}].size`);
     if (!isLength(targetOffset)) checkLength(targetOffset, `ranges[${i}].targetOffset`);
+    // A misspelt key (`targetOfset`) would otherwise read into the wrong place silently. Ranges
+    // are built alike by the code that makes them, so the first one's keys are checked: a key
+    // walk of every range would add to the per-range cost this loop is kept lean for.
+    if (i === 0) checkOptionKeys('readBatch range', r, `ranges[${i}]`);
     planned.file[i] = fi;
     planned.fileOffset[i] = fileOffset;
     planned.size[i] = size;

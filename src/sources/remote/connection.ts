@@ -11,6 +11,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import type { LookupFunction } from 'node:net';
 import { RemoteError } from './errors.js';
+import { absoluteForm, openTunnel, proxyFor, proxySettingsFromEnv, type Proxy, type ProxySettings } from './proxy.js';
 
 /** Bytes a connection reads from its socket at most at once (its fixed read buffer). */
 const READ_BUFFER_BYTES = 256 * 1024;
@@ -40,7 +41,8 @@ export interface ResponseHandler {
 export type ConnectionFailure =
   | { kind: 'socket'; error: NodeJS.ErrnoException }
   | { kind: 'closed'; gotHead: boolean }
-  | { kind: 'protocol'; message: string };
+  | { kind: 'protocol'; message: string }
+  | { kind: 'proxy'; error: RemoteError };
 
 type Framing = { kind: 'none' } | { kind: 'length'; left: number } | { kind: 'chunked' } | { kind: 'close' };
 
@@ -49,8 +51,13 @@ type Framing = { kind: 'none' } | { kind: 'length'; left: number } | { kind: 'ch
  * exchanges it is idle in its pool, and any byte or close that arrives then retires it.
  */
 class Connection {
-  readonly socket: net.Socket;
+  socket: net.Socket;
   readonly origin: string;
+  /** Through a plain proxy (http:// objects): requests go whole to it, with its credentials. */
+  #absolute: { authorization?: string } | undefined;
+  /** Through a CONNECT tunnel not yet open: the request to write once it is. */
+  #queued: string | undefined;
+  #tunnelling = false;
   #handler: ResponseHandler | undefined;
   #head = false;
   #state: 'idle' | 'head' | 'body' | 'chunk-size' | 'chunk-data' | 'chunk-end' | 'trailer' = 'idle';
@@ -62,7 +69,7 @@ class Connection {
   #dead = false;
   readonly #onGone: (c: Connection) => void;
 
-  constructor(url: URL, origin: string, lookup: LookupFunction | undefined, ca: readonly string[] | undefined, onGone: (c: Connection) => void) {
+  constructor(url: URL, origin: string, lookup: LookupFunction | undefined, ca: readonly string[] | undefined, onGone: (c: Connection) => void, proxy?: Proxy) {
     this.origin = origin;
     this.#onGone = onGone;
     const host = url.hostname.replace(/^\[|\]$/g, '');
@@ -76,13 +83,42 @@ class Connection {
       },
     };
     const common = { host, port, onread, ...(lookup ? { lookup } : {}) };
-    this.socket = url.protocol === 'https:'
-      ? tls.connect({ ...common, ...(net.isIP(host) ? {} : { servername: host }), ...(ca ? { ca: [...ca] } : {}) })
-      : net.connect(common);
+    const secure = { ...(net.isIP(host) ? {} : { servername: host }), ...(ca ? { ca: [...ca] } : {}) };
+    if (proxy && url.protocol === 'https:') {
+      this.#tunnelling = true;
+      this.socket = openTunnel(proxy, host, port, lookup, (err, raw) => {
+        this.#tunnelling = false;
+        if (err || !raw) return this.#gone({ kind: 'proxy', error: err as RemoteError });
+        // TLS over an open socket takes no `onread`: its reads come as 'data' (an allocation
+        // each; the tunnel is not the fast path).
+        const t = tls.connect({ socket: raw, ...secure });
+        t.on('data', (chunk: Buffer) => this.#onRead(chunk, chunk.length));
+        this.#watch(t);
+        this.socket = t;
+        if (this.#dead) t.destroy();
+        const q = this.#queued;
+        this.#queued = undefined;
+        if (q !== undefined) t.write(q, 'latin1');
+      });
+    } else if (proxy) {
+      this.#absolute = proxy.authorization ? { authorization: proxy.authorization } : {};
+      this.socket = net.connect({ ...common, host: proxy.host, port: proxy.port });
+    } else {
+      this.socket = url.protocol === 'https:' ? tls.connect({ ...common, ...secure }) : net.connect(common);
+    }
     this.socket.setNoDelay(true);
     this.socket.setKeepAlive(true, 1000);
-    this.socket.on('error', (error: NodeJS.ErrnoException) => this.#gone({ kind: 'socket', error }));
-    this.socket.on('close', () => this.#gone(undefined));
+    this.#watch(this.socket);
+  }
+
+  #watch(socket: net.Socket): void {
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      // While the tunnel opens, its own failure (with the proxy named) is the one reported.
+      if (!this.#tunnelling) this.#gone({ kind: 'socket', error });
+    });
+    socket.on('close', () => {
+      if (!this.#tunnelling) this.#gone(undefined);
+    });
   }
 
   /** Whether the socket has gone (closed, failed or destroyed). */
@@ -99,7 +135,9 @@ class Connection {
     this.#gotHead = false;
     this.#framing = { kind: 'none' };
     this.socket.ref();
-    this.socket.write(request, 'latin1');
+    if (this.#absolute) request = absoluteForm(request, this.origin, this.#absolute.authorization);
+    if (this.#tunnelling) this.#queued = request;
+    else this.socket.write(request, 'latin1');
   }
 
   /** Ends the exchange early (its owner does): the connection cannot be used again. */
@@ -313,16 +351,30 @@ export class ConnectionPool {
   readonly #max: number;
   readonly #lookup: LookupFunction | undefined;
   readonly #ca: readonly string[] | undefined;
+  readonly #proxy: ProxySettings;
   readonly #idle = new Map<string, Connection[]>();
   readonly #open = new Map<string, Set<Connection>>();
   readonly #waiting = new Map<string, Waiter[]>();
   #destroyed = false;
 
-  /** `ca`: certificates to trust for https:// besides the system's (a private CA, say). */
-  constructor(maxSockets: number, lookup?: LookupFunction, ca?: string) {
+  /**
+   * `ca`: certificates to trust for https:// besides the system's (a private CA, say); `proxy`:
+   * the proxies to go through (default: the process's HTTPS_PROXY, HTTP_PROXY and NO_PROXY).
+   */
+  constructor(maxSockets: number, lookup?: LookupFunction, ca?: string, proxy: ProxySettings = proxySettingsFromEnv()) {
     this.#max = maxSockets;
     this.#lookup = lookup;
     this.#ca = ca ? [...tls.rootCertificates, ca] : undefined;
+    this.#proxy = proxy;
+  }
+
+  /** The proxies this pool's connections go through (plain data, for worker threads). */
+  get proxy(): ProxySettings {
+    return this.#proxy;
+  }
+
+  #connect(url: URL, origin: string): Connection {
+    return new Connection(url, origin, this.#lookup, this.#ca, (gone) => this.#forget(gone), proxyFor(url, this.#proxy));
   }
 
   /**
@@ -339,7 +391,7 @@ export class ConnectionPool {
     const open = this.#open.get(origin) ?? new Set<Connection>();
     this.#open.set(origin, open);
     if (open.size < this.#max && !this.#destroyed) {
-      const c = new Connection(url, origin, this.#lookup, this.#ca, (gone) => this.#forget(gone));
+      const c = this.#connect(url, origin);
       open.add(c);
       return Promise.resolve(c);
     }
@@ -391,7 +443,7 @@ export class ConnectionPool {
     const next = this.#destroyed ? undefined : this.#waiting.get(c.origin)?.shift();
     if (next) {
       const url = new URL(c.origin);
-      const fresh = new Connection(url, c.origin, this.#lookup, this.#ca, (gone) => this.#forget(gone));
+      const fresh = this.#connect(url, c.origin);
       open.add(fresh);
       next.take(fresh);
     }

@@ -1,6 +1,9 @@
 /**
  * AWS credentials, region, endpoint and addressing, found the way the AWS tools find them: the
  * options, then the environment, then the shared credentials and config files (with profiles).
+ * Here the static part, which needs nothing but the files and variables; the sources that need
+ * requests or programs (SSO, credential_process, roles, metadata services) are in
+ * credential-chain.ts.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -16,13 +19,24 @@ export interface AwsCredentials {
   secretAccessKey: string;
   /** The session token of temporary credentials (`AWS_SESSION_TOKEN`); absent for long-term keys. */
   sessionToken?: string;
+  /** When temporary credentials stop working; penstock gets new ones five minutes before. */
+  expiration?: Date;
 }
+
+/** A function that gives credentials (called again when the last ones near their `expiration`). */
+export type AwsCredentialProvider = () => Promise<AwsCredentials>;
 
 /** What decides how an `s3://` object is reached. */
 export interface S3Options {
-  /** Credentials to use instead of looking them up. */
-  credentials?: AwsCredentials;
-  /** Sign nothing (public buckets). Without credentials and without this, opening fails. */
+  /**
+   * Credentials to use instead of looking them up: keys, or a function that gives them (such as
+   * one of the AWS SDK's providers), called again before the last ones expire.
+   */
+  credentials?: AwsCredentials | AwsCredentialProvider;
+  /**
+   * Sign nothing and look up no credentials (public buckets). Without credentials and without
+   * this, opening fails.
+   */
   anonymous?: boolean;
   /** Profile of the shared files (default `AWS_PROFILE`, else `default`). */
   profile?: string;
@@ -34,8 +48,16 @@ export interface S3Options {
   addressing?: S3Addressing;
 }
 
-/** Where the credentials came from (never the credentials themselves). */
-export type CredentialSource = 'options' | 'environment' | 'shared-credentials-file' | 'config-file' | 'anonymous';
+/**
+ * Where the credentials came from (never the credentials themselves): the `credentials` option
+ * (keys, or `provider` for a function), static keys in the environment or the shared files, or
+ * through the AWS SDK's chain: `sso`, `process` (`credential_process`), `assume-role`,
+ * `web-identity` (EKS IRSA), `container` (ECS task roles, EKS Pod Identity),
+ * `instance-metadata` (EC2), `aws-sdk` (another of its providers).
+ */
+export type CredentialSource =
+  | 'options' | 'provider' | 'environment' | 'shared-credentials-file' | 'config-file' | 'anonymous'
+  | 'sso' | 'process' | 'assume-role' | 'web-identity' | 'container' | 'instance-metadata' | 'aws-sdk';
 
 /** The resolved way to reach S3. */
 export interface S3Config extends S3Location {
@@ -102,8 +124,22 @@ function nonEmpty(v: string | undefined): string | undefined {
   return v === undefined || v.trim() === '' ? undefined : v.trim();
 }
 
-/** Resolves credentials, region, endpoint and addressing for `s3://` objects. */
-export function resolveS3Config(options: S3Options = {}, places: LookupPlaces = {}): S3Config {
+/** What the static lookup found, and where it looked (for messages). */
+export interface StaticS3Lookup {
+  /** Credentials absent when none were found (or anonymous was asked for). */
+  config: S3Config;
+  /** The places looked in, for a message. */
+  lookedIn: string;
+  /** The keys of the profile's sections in both files (to tell which other source it names). */
+  profileKeys: ReadonlySet<string>;
+}
+
+/**
+ * Region, endpoint, addressing and the static credentials: the `credentials` option (keys), the
+ * environment's keys, then the profile's keys in the shared credentials file, then in the config
+ * file. Finds no credentials without failing (the chain may look further).
+ */
+export function resolveStaticS3Config(options: S3Options = {}, places: LookupPlaces = {}): StaticS3Lookup {
   const env = places.env ?? process.env;
   const home = places.home ?? os.homedir();
   const explicitProfile = nonEmpty(options.profile) ?? nonEmpty(env.AWS_PROFILE);
@@ -112,6 +148,8 @@ export function resolveS3Config(options: S3Options = {}, places: LookupPlaces = 
   const configFile = nonEmpty(env.AWS_CONFIG_FILE) ?? path.join(home, '.aws', 'config');
   const creds = readIni(credFile)?.get(profile);
   const config = readIni(configFile)?.get(profile === 'default' ? 'default' : `profile ${profile}`);
+  const lookedIn = `AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, ${credFile} and ${configFile}, profile '${profile}'`;
+  const profileKeys = new Set([...(creds?.keys() ?? []), ...(config?.keys() ?? [])]);
 
   const region = nonEmpty(options.region) ?? nonEmpty(env.AWS_REGION) ?? nonEmpty(env.AWS_DEFAULT_REGION) ?? nonEmpty(config?.get('region')) ?? 'us-east-1';
   const endpoint =
@@ -122,13 +160,14 @@ export function resolveS3Config(options: S3Options = {}, places: LookupPlaces = 
     throw new RemoteError('ERR_PENSTOCK_REMOTE_BAD_CONFIG', `S3 addressing must be path, virtual or auto, got '${style}'`);
   const out: S3Config = { region, addressing: (style ?? 'auto') as S3Addressing, credentialSource: 'anonymous', profile };
   if (endpoint !== undefined) out.endpoint = endpoint;
+  const result = { config: out, lookedIn, profileKeys };
 
-  if (options.anonymous) return out;
-  const pick = (c: AwsCredentials | undefined, source: CredentialSource): S3Config | undefined => {
+  if (options.anonymous || typeof options.credentials === 'function') return result;
+  const pick = (c: AwsCredentials | undefined, source: CredentialSource): StaticS3Lookup | undefined => {
     if (!c) return undefined;
     out.credentials = c;
     out.credentialSource = source;
-    return out;
+    return result;
   };
   if (options.credentials) {
     const c = options.credentials;
@@ -147,9 +186,22 @@ export function resolveS3Config(options: S3Options = {}, places: LookupPlaces = 
   if (found) return found;
   if (explicitProfile !== undefined && !creds && !config)
     throw new RemoteError('ERR_PENSTOCK_REMOTE_BAD_CONFIG', `The AWS profile '${profile}' is in neither ${credFile} nor ${configFile}`);
+  return result;
+}
+
+/**
+ * Resolves credentials, region, endpoint and addressing for `s3://` objects from static keys
+ * only (the options, the environment, the shared files); no request is made. Opening an object
+ * looks further (SSO, credential_process, roles, metadata services) when these hold none.
+ */
+export function resolveS3Config(options: S3Options = {}, places: LookupPlaces = {}): S3Config {
+  if (typeof options.credentials === 'function')
+    throw new RemoteError('ERR_PENSTOCK_REMOTE_BAD_CONFIG', 'A credentials function gives credentials asynchronously: resolveS3Config and presignS3Url take keys');
+  const { config, lookedIn } = resolveStaticS3Config(options, places);
+  if (config.credentials || options.anonymous) return config;
   throw new RemoteError(
     'ERR_PENSTOCK_REMOTE_NO_CREDENTIALS',
-    `No AWS credentials for s3:// (looked in AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, ${credFile} and ${configFile}, profile '${profile}'); set them, or open with { anonymous: true } for a public bucket`,
+    `No AWS credentials for s3:// (looked in ${lookedIn}); set them, or open with { anonymous: true } for a public bucket`,
   );
 }
 

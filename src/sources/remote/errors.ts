@@ -7,7 +7,10 @@ import { PenstockError } from '../../vocabulary/errors.js';
 /** Every code a remote read can fail with, and what it means. */
 export const REMOTE_ERROR_CODES = {
   ERR_PENSTOCK_REMOTE_INVALID_URL: 'The address is not an s3://, http:// or https:// URL penstock can read',
-  ERR_PENSTOCK_REMOTE_NO_CREDENTIALS: 'An s3:// address, and no credentials in the environment or the shared files (and anonymous not asked for)',
+  ERR_PENSTOCK_REMOTE_NO_CREDENTIALS: 'An s3:// address, and no credentials in the options, the environment, the shared files or the rest of the AWS credential chain (and anonymous not asked for)',
+  ERR_PENSTOCK_REMOTE_SDK_MISSING: 'The environment or the profile names a credential source (SSO, credential_process, a role, web identity, container credentials) that needs the optional package @aws-sdk/credential-provider-node, which is not installed',
+  ERR_PENSTOCK_REMOTE_CREDENTIALS_FAILED: 'A credential source was found (SSO, credential_process, a role, web identity, container or instance metadata, a credentials function) but gave no credentials; the message says why',
+  ERR_PENSTOCK_REMOTE_PROXY: 'The proxy (HTTPS_PROXY, HTTP_PROXY) is not a usable http:// URL, or refused the connection (407: it wants credentials)',
   ERR_PENSTOCK_REMOTE_BAD_CONFIG: 'The shared AWS credentials or config file names a profile that is missing or incomplete',
   ERR_PENSTOCK_REMOTE_NOT_FOUND: 'The server answered 404: no such bucket or object',
   ERR_PENSTOCK_REMOTE_ACCESS_DENIED: 'The server answered 401 or 403 (wrong key or secret, expired or tampered presigned URL, no permission)',
@@ -22,7 +25,9 @@ export const REMOTE_ERROR_CODES = {
   ERR_PENSTOCK_REMOTE_BAD_RANGE: 'The Content-Range of a response is missing, malformed or not the range asked for',
   ERR_PENSTOCK_REMOTE_SHORT_BODY: 'A body ended before the bytes its Content-Range promised, each time, until the retries ran out',
   ERR_PENSTOCK_REMOTE_LONG_BODY: 'A body held more bytes than its Content-Range said',
-  ERR_PENSTOCK_REMOTE_CHANGED: 'The object changed during the read (its ETag or Last-Modified differed between ranges, or If-Match failed)',
+  ERR_PENSTOCK_REMOTE_CHANGED: 'The object changed during the read (its ETag, Last-Modified or size differed between answers, an answer came without the validator the object was opened with, or If-Match failed)',
+  ERR_PENSTOCK_REMOTE_ENCODED: 'The server answered with a Content-Encoding (gzip, br, …) although penstock asks for the object\'s own bytes (Accept-Encoding: identity)',
+  ERR_PENSTOCK_REMOTE_BAD_HEADER: 'A response header holds what penstock cannot use: an ETag with control characters, a byte count that is not a safe integer',
   ERR_PENSTOCK_REMOTE_NO_SIZE: 'The server told neither Content-Length nor Content-Range, so the object size is unknown',
   ERR_PENSTOCK_REMOTE_CLOSED: 'The remote object was closed',
 } as const;

@@ -6,7 +6,7 @@
  * byte is copied once in JavaScript, straight into its destination.
  */
 import { AbortError } from '../../vocabulary/errors.js';
-import { ConnectionPool, requestText, type Connection, type ConnectionFailure, type ResponseHead } from './connection.js';
+import { ConnectionPool, headerProblem, requestText, type Connection, type ConnectionFailure, type ResponseHead } from './connection.js';
 import { RemoteError, type RemoteErrorCode } from './errors.js';
 import { redactText, redactUrl } from './url.js';
 
@@ -30,6 +30,14 @@ export interface RangeRequest {
   end?: number;
   /** A size probe: only Content-Range's total and the identity are taken, the body is dropped. */
   probe?: boolean;
+  /**
+   * A redirect (301, 302, 303, 307, 308 with a Location) is handed back as the answer's
+   * `location`, for the caller to follow; otherwise it is ERR_PENSTOCK_REMOTE_REDIRECT, with
+   * `notFollowed` (why it is not followed) in its message.
+   */
+  followRedirect?: boolean;
+  /** Why a redirect of this request is not followed, for the error's message. */
+  notFollowed?: string;
 }
 
 /**
@@ -47,7 +55,12 @@ export interface RangeAnswer {
   size?: number;
   etag?: string;
   lastModified?: string;
+  /** A redirect's Location, as sent (requests with `followRedirect` only). */
+  location?: string;
 }
+
+/** The statuses of redirects that name a new address in their Location. */
+const REDIRECT_STATUS = new Set([301, 302, 303, 307, 308]);
 
 /** Per-attempt limits. */
 export interface RequestLimits {
@@ -60,6 +73,13 @@ export interface RequestLimits {
 }
 
 const RETRYABLE_STATUS = new Set([429, 500, 502, 503, 504]);
+
+/**
+ * Body bytes a request must receive within each `timeoutMs` (or the rest of its range, when
+ * less): a body that trickles in slower than this (a byte now and then) times out like a stalled
+ * one, instead of holding its connection for ever.
+ */
+export const MIN_PROGRESS_BYTES = 64 * 1024;
 
 /**
  * Sends one request and streams a ranged body into `sink`. Rejects with a {@link RemoteError}
@@ -75,10 +95,17 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
   return new Promise<RangeAnswer>((resolve, reject) => {
     const signal = limits.signal;
     if (signal?.aborted) return reject(new AbortError(undefined, { cause: signal.reason }));
+    // Every byte of the range is already held (an earlier attempt received them all, and only
+    // the end of its answer was missing): nothing is left to ask for.
+    if (ranged && first > last) return resolve({ status: 206, bytes: 0 });
     let text: string;
     try {
       const headers = req.headers(range);
       if (identity.etag !== undefined && !identity.etag.startsWith('W/')) headers['If-Match'] = identity.etag;
+      // Ranges must be of the object's own bytes, not of a compressed form of it. Added after
+      // signing: a header that is not signed is allowed beside the signed ones.
+      for (const k of Object.keys(headers)) if (k.toLowerCase() === 'accept-encoding') delete headers[k];
+      headers['Accept-Encoding'] = 'identity';
       text = requestText(req.method, req.url, headers);
     } catch (e) {
       return reject(e);
@@ -137,6 +164,8 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
       onEnd = () => fail(err('ERR_PENSTOCK_REMOTE_CONNECTION', 'An answer penstock did not expect', true, { status }));
       if (status === 416) {
         const m = /^\s*bytes\s+\*\/(\d+)\s*$/i.exec(header('content-range') ?? '');
+        if (m && identity.size !== undefined && Number(m[1]) === identity.size)
+          return fail(err('ERR_PENSTOCK_REMOTE_BAD_RANGE', `The server refused the range ${range} (416) of an object whose size, ${identity.size}, has not changed`, false, { status }));
         if (m && identity.size !== undefined)
           return fail(err('ERR_PENSTOCK_REMOTE_CHANGED', `The object changed during the read: its size was ${identity.size}, the server now says ${m[1]}`, false, { status }));
         // A size probe (bytes=0-0) of an empty object: `bytes */0` tells the size.
@@ -144,6 +173,13 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
           onEnd = () => settle(() => resolve({ status, bytes: 0, size: Number(m[1]) }));
           return;
         }
+      }
+      const location = header('location');
+      if (req.followRedirect && REDIRECT_STATUS.has(status) && location !== undefined) {
+        // Its body says nothing penstock needs; the connection is not worth waiting for.
+        conn?.destroy();
+        settle(() => resolve({ status, bytes: 0, location }));
+        return;
       }
       if (status >= 300 || (status !== 200 && status !== 206)) {
         // The error body (S3's XML) is read for its <Code> and <Region>; its first 8 KiB suffice.
@@ -156,10 +192,20 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
           kept += piece.length;
         };
         onEnd = () => {
-          const e = statusError(status, res, Buffer.concat(pieces).toString('utf8'), req.method === 'HEAD', err);
+          const e = statusError(status, res, Buffer.concat(pieces).toString('utf8'), req.method === 'HEAD', err, req.notFollowed);
           settle(() => reject(e));
         };
         return;
+      }
+      const encoding = header('content-encoding');
+      if (encoding !== undefined && !/^\s*(identity\s*)?$/i.test(encoding))
+        return fail(err('ERR_PENSTOCK_REMOTE_ENCODED', `The server answered with Content-Encoding: ${encoding.slice(0, 40)}, although penstock asked for the object's own bytes (Accept-Encoding: identity); the bytes would be those of the encoded form`, false, { status }));
+      if (etag !== undefined && headerProblem('ETag', etag))
+        return fail(err('ERR_PENSTOCK_REMOTE_BAD_HEADER', 'The server sent an ETag holding control characters, which cannot be sent back in If-Match', false, { status }));
+      for (const name of ['content-range', 'content-length']) {
+        const v = header(name);
+        if (v !== undefined && (v.match(/\d+/g) ?? []).some((d) => !Number.isSafeInteger(Number(d))))
+          return fail(err('ERR_PENSTOCK_REMOTE_BAD_HEADER', `The server's ${name === 'content-range' ? 'Content-Range' : 'Content-Length'} holds a number too large to be a byte count (${v.slice(0, 60)})`, false, { status }));
       }
       const changed = identityChange(identity, etag, lastModified);
       if (changed) return fail(err('ERR_PENSTOCK_REMOTE_CHANGED', `The object changed during the read: ${changed}`, false, { status }));
@@ -188,7 +234,9 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
         onEnd = () => settle(() => resolve(a));
         return;
       }
-      if (!cr || cr.first !== first || cr.last !== last || (identity.size !== undefined && cr.total !== undefined && cr.total !== identity.size)) {
+      if (cr && identity.size !== undefined && cr.total !== undefined && cr.total !== identity.size)
+        return fail(err('ERR_PENSTOCK_REMOTE_CHANGED', `The object changed during the read: its size was ${identity.size}, the server now says ${cr.total}`, false, { status }));
+      if (!cr || cr.first !== first || cr.last !== last) {
         const said = header('content-range') ?? 'none';
         return fail(err('ERR_PENSTOCK_REMOTE_BAD_RANGE', `Asked for ${range}${identity.size !== undefined ? ` of ${identity.size}` : ''}, the server answered Content-Range: ${said}`, false, { status }));
       }
@@ -197,22 +245,35 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
         return fail(err('ERR_PENSTOCK_REMOTE_BAD_RANGE', `Content-Length ${len} disagrees with Content-Range ${header('content-range')}`, false, { status }));
       if (limits.progress) limits.progress.received = 0;
       dataBody = true;
+      let sinceBeat = 0;
       onBody = (chunk) => {
-        timer?.refresh();
         if (got + chunk.length > want) return fail(err('ERR_PENSTOCK_REMOTE_LONG_BODY', `The body ran past the ${want} bytes of its Content-Range`, false, { status }));
         sink?.(chunk, resumeAt + got);
         got += chunk.length;
         if (limits.progress) limits.progress.received = got;
+        sinceBeat += chunk.length;
+        if (sinceBeat >= MIN_PROGRESS_BYTES || got === want) {
+          sinceBeat = 0;
+          timer?.refresh();
+        }
       };
-      onEnd = () => {
-        if (got !== want) return fail(short());
+      complete = () => {
         const a: RangeAnswer = { status, bytes: got };
         if (cr.total !== undefined) a.size = cr.total;
         settle(() => resolve(answer(a)));
       };
+      onEnd = () => (got !== want ? fail(short()) : complete!());
     };
+    /**
+     * Every byte of the range arrived but the answer did not end (a chunked body without its last
+     * chunk, say): the range is complete, only the connection is unfit for another request.
+     */
+    let complete: (() => void) | undefined;
+    const whole = () => dataBody && got === want && complete !== undefined;
 
     const broken = (why: ConnectionFailure): void => {
+      if (whole()) return complete!();
+      if (why.kind === 'proxy') return fail(why.error);
       if (why.kind === 'socket') {
         const code = why.error.code ?? '';
         // A certificate that is not trusted stays so: not worth a retry.
@@ -232,7 +293,13 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
         conn = c;
         // Started once the request has a connection, so time spent queued behind the pool's cap
         // (other reads of the same object) is not taken for a stalled server.
-        timer = setTimeout(() => fail(err('ERR_PENSTOCK_REMOTE_TIMEOUT', 'No progress from the server within the timeout (remoteTimeoutMs)', true)), limits.timeoutMs);
+        timer = setTimeout(() => {
+          if (whole()) {
+            conn?.destroy();
+            return complete!();
+          }
+          fail(err('ERR_PENSTOCK_REMOTE_TIMEOUT', `No progress from the server within the timeout (remoteTimeoutMs: ${limits.timeoutMs}; a body must bring ${MIN_PROGRESS_BYTES / 1024} KiB, or the rest of its range, in each)`, true));
+        }, limits.timeoutMs);
         c.exchange(text, req.method === 'HEAD', { head, body: (chunk) => onBody?.(chunk), end: () => onEnd(), fail: broken });
       },
       (e: unknown) => fail(signal?.aborted ? new AbortError(undefined, { cause: signal.reason }) : e),
@@ -240,21 +307,31 @@ export function requestRange(pool: ConnectionPool, req: RangeRequest, identity: 
   });
 }
 
-/** `bytes first-last/total` (total may be `*`); undefined when malformed. */
+/** `bytes first-last/total` (total may be `*`); undefined when malformed or a number is not a safe integer. */
 export function parseContentRange(v: string | undefined): { first: number; last: number; total?: number } | undefined {
   const m = v === undefined ? null : /^\s*bytes\s+(\d+)-(\d+)\/(\d+|\*)\s*$/i.exec(v);
   if (!m) return undefined;
   const first = Number(m[1]);
   const last = Number(m[2]);
-  if (last < first) return undefined;
+  if (last < first || !Number.isSafeInteger(last) || (m[3] !== '*' && !Number.isSafeInteger(Number(m[3])))) return undefined;
   return m[3] === '*' ? { first, last } : { first, last, total: Number(m[3]) };
 }
 
-/** Why an answer's ETag or Last-Modified shows another version of the object, if it does. */
+/**
+ * Why an answer may be of another version of the object, if it may: the validator the object was
+ * opened with (its ETag, else its Last-Modified) must come back unchanged in every answer. An
+ * answer without it cannot prove it is of the same version (a server that ignored If-Match and
+ * serves another version may send none), so it is refused too, rather than mixed in.
+ */
 function identityChange(id: ObjectIdentity, etag: string | undefined, lastModified: string | undefined): string | undefined {
-  if (id.etag !== undefined && etag !== undefined && etag !== id.etag) return `ETag ${id.etag} became ${etag}`;
-  if (id.etag === undefined && id.lastModified !== undefined && lastModified !== undefined && lastModified !== id.lastModified)
-    return `Last-Modified ${id.lastModified} became ${lastModified}`;
+  if (id.etag !== undefined) {
+    if (etag === undefined) return `the object was opened with ETag ${id.etag}, and an answer came without one`;
+    return etag !== id.etag ? `ETag ${id.etag} became ${etag}` : undefined;
+  }
+  if (id.lastModified !== undefined) {
+    if (lastModified === undefined) return `the object was opened with Last-Modified ${id.lastModified}, and an answer came without one`;
+    if (lastModified !== id.lastModified) return `Last-Modified ${id.lastModified} became ${lastModified}`;
+  }
   return undefined;
 }
 
@@ -277,7 +354,7 @@ export function parseRetryAfter(v: string | undefined, now = Date.now()): number
  * The error for a non-2xx answer. Only S3's `<Code>` and `<Region>` are taken from the body:
  * the rest of an S3 error body can echo the string to sign and the access key id.
  */
-function statusError(status: number, res: ResponseHead, body: string, head: boolean, err: MakeError): RemoteError {
+function statusError(status: number, res: ResponseHead, body: string, head: boolean, err: MakeError, notFollowed?: string): RemoteError {
   const header = (name: string) => res.headers.get(name);
   const serverCode = xmlField(body, 'Code');
   const region = header('x-amz-bucket-region') ?? xmlField(body, 'Region');
@@ -287,6 +364,7 @@ function statusError(status: number, res: ResponseHead, body: string, head: bool
     const wait = parseRetryAfter(header('retry-after'));
     return err('ERR_PENSTOCK_REMOTE_UNAVAILABLE', `The server answered ${status}${named}`, true, { ...extra, ...(wait !== undefined ? { retryAfterMs: wait } : {}) });
   }
+  if (status === 407) return err('ERR_PENSTOCK_REMOTE_PROXY', 'The proxy (HTTP_PROXY) wants credentials: put them in its URL, http://user:password@proxy:port', false, extra);
   if (status === 412) return err('ERR_PENSTOCK_REMOTE_CHANGED', 'The object changed during the read (If-Match failed: its ETag is no longer the one read first)', false, extra);
   if (status >= 300 && status < 400) {
     const loc = header('location');
@@ -295,7 +373,7 @@ function statusError(status: number, res: ResponseHead, body: string, head: bool
       : loc
         ? `the object is at ${/^https?:/i.test(loc) ? redactText(loc) : `the path ${loc.replace(/\?.*$/s, '')} of this server`}: open that address instead`
         : 'the server named no new address';
-    return err('ERR_PENSTOCK_REMOTE_REDIRECT', `The server redirected (${status}${named}): ${hint}`, false, extra);
+    return err('ERR_PENSTOCK_REMOTE_REDIRECT', `The server redirected (${status}${named}): ${hint}${notFollowed ? ` (not followed: ${notFollowed})` : ''}`, false, extra);
   }
   if (serverCode === 'AuthorizationHeaderMalformed' || serverCode === 'IllegalLocationConstraintException' || (status === 400 && region)) {
     return err('ERR_PENSTOCK_REMOTE_WRONG_REGION', `The server refused the request's region (${status}${named})${region ? `: set region: '${region}' (or AWS_REGION=${region})` : ': set the bucket\'s region (region option or AWS_REGION)'}`, false, extra);

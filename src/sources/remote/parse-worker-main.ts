@@ -18,6 +18,8 @@ import { buildRequest, type RequestSpec } from './request-spec.js';
 import { withRetries, type Attempts } from './retry.js';
 import type { ResolvedRemoteSettings } from './settings.js';
 import { StagingSlots } from './staging.js';
+import type { AwsCredentials } from './credentials.js';
+import type { ProxySettings } from './proxy.js';
 
 /** What a worker is told about an object before its first piece. */
 export interface WorkerInit {
@@ -28,10 +30,12 @@ export interface WorkerInit {
   connections: number;
   /** Extra certificates to trust for https://. */
   ca?: string;
+  /** The proxies to go through (the main thread's). */
+  proxy?: ProxySettings;
 }
 
 /** One piece to fetch: `[start, end)` of object `obj`, and where its bytes go. */
-export type WorkerJob = { type: 'fetch'; obj: number; id: number; start: number; end: number } & ({ into: 'device'; device: number; ptr: bigint } | { into: 'shared'; buffer: SharedArrayBuffer; offset: number });
+export type WorkerJob = { type: 'fetch'; obj: number; id: number; start: number; end: number; credentials?: AwsCredentials } & ({ into: 'device'; device: number; ptr: bigint } | { into: 'shared'; buffer: SharedArrayBuffer; offset: number });
 
 /** What the main thread sends a worker. */
 export type WorkerMessage = { type: 'open'; obj: number; init: WorkerInit } | WorkerJob | { type: 'cancel'; id: number } | { type: 'forget'; obj: number };
@@ -76,6 +80,8 @@ function run(): void {
     try {
       const o = objects.get(job.obj);
       if (!o) throw new Error(`a piece of object ${job.obj}, which this worker was not told about`);
+      // Credentials renewed on the main thread since the object was opened.
+      if (job.credentials && o.init.spec.s3) o.init.spec.s3.credentials = job.credentials;
       if (job.into === 'device') {
         o.staging ??= new StagingSlots(o.init.settings.remoteRangeSize, o.init.connections + 2);
         const staging = o.staging;
@@ -110,7 +116,7 @@ function run(): void {
   };
 
   port.on('message', (m: WorkerMessage) => {
-    if (m.type === 'open') objects.set(m.obj, { init: m.init, pool: new ConnectionPool(m.init.connections, undefined, m.init.ca) });
+    if (m.type === 'open') objects.set(m.obj, { init: m.init, pool: new ConnectionPool(m.init.connections, undefined, m.init.ca, m.init.proxy ?? {}) });
     else if (m.type === 'cancel') jobs.get(m.id)?.abort();
     else if (m.type === 'forget') {
       // Sent once the object's reads have settled, so none of its slots is in use.

@@ -14,10 +14,11 @@ import { AbortError, PenstockError } from '../../vocabulary/errors.js';
 import { REMOTE_ERROR_CODES, RemoteError, type RemoteErrorCode } from './errors.js';
 import type { WorkerInit, WorkerMessage, WorkerReply } from './parse-worker-main.js';
 import type { Attempts } from './retry.js';
+import type { AwsCredentials } from './credentials.js';
 
 /** Where a piece's bytes go. */
 export type Destination = { into: 'device'; device: number; ptr: bigint } | { into: 'shared'; buffer: SharedArrayBuffer; offset: number };
-type JobBody = { start: number; end: number } & Destination;
+type JobBody = { start: number; end: number; credentials?: AwsCredentials } & Destination;
 type Done = Extract<WorkerReply, { type: 'done' }>;
 
 interface Entry {
@@ -176,7 +177,9 @@ export class ParseWorkers {
     const entry = entries.reduce((a, b) => (b.busy < a.busy ? b : a));
     // Each worker gets its share of the object's connections (and pieces in flight).
     const init = () => ({ ...this.#init, connections: Math.max(1, Math.ceil(this.#init.settings.remoteConcurrency / this.count)) });
-    return pool.run(entry, this.#obj, init, job, counts, signal, this.#name);
+    // The credentials of the moment travel with each piece (they are renewed as they near expiry).
+    const s3 = this.#init.spec.s3;
+    return pool.run(entry, this.#obj, init, s3 ? { ...job, credentials: s3.credentials } : job, counts, signal, this.#name);
   }
 
   /** Makes the workers forget this object (its connections and pinned slots in them go). */

@@ -7,11 +7,13 @@
 import { setMaxListeners } from 'node:events';
 import type { LookupFunction } from 'node:net';
 import { DeviceBuffer } from '../../memory/device-buffer.js';
+import { Lifetime } from '../../memory/lifetime.js';
 import { AbortError, usage } from '../../vocabulary/errors.js';
 import type { Memory, ReadOptions } from '../../engine/file.js';
 import { hostRegion, isHostMemory, regionBytes } from '../../memory/host-memory.js';
 import { checkLength, checkRange, describe } from '../../vocabulary/validate.js';
-import { resolveS3Config, type CredentialSource, type S3Options } from './credentials.js';
+import type { CredentialSource, S3Options } from './credentials.js';
+import { resolveS3Access, type CredentialFeed } from './credential-chain.js';
 import { RemoteError } from './errors.js';
 import { headerProblem } from './connection.js';
 import { ConnectionPool, requestRange, type BodySink, type ObjectIdentity, type RangeRequest } from './http.js';
@@ -21,24 +23,35 @@ import { buildRequest, type RequestSpec } from './request-spec.js';
 import { intoDevice, intoShared, ParseWorkers, type Destination } from './parse-workers.js';
 import { StagingSlots } from './staging.js';
 import { globalRemoteStats, RemoteStatsBook, type RemoteOpRecord, type RemoteRoute, type RemoteStatsSnapshot } from './stats.js';
-import { parseRemoteUrl, redactUrl, s3ObjectUrl } from './url.js';
+import { parseRemoteUrl, redactText, redactUrl, s3ObjectUrl } from './url.js';
+import type { Source } from '../source.js';
+
+/** Redirects followed at most when an http(s):// object is opened (as `fetch` does). */
+export const MAX_REDIRECTS = 10;
 
 /** Options of {@link openRemote}: how to reach S3, and settings for this object's reads. */
 export interface OpenRemoteOptions extends S3Options, Partial<RemoteSettings> {
-  /** Extra request headers for http(s):// objects (an `Authorization` bearer token, say); never logged. */
+  /**
+   * Extra request headers for http(s):// objects (an `Authorization` bearer token, say); never
+   * logged, and sent only to the origin of the URL given: a redirect to another origin drops them.
+   */
   headers?: Record<string, string>;
   /** Host name resolution for the connections (as `net.connect`'s `lookup`). */
   lookup?: LookupFunction;
   /** PEM certificates to trust for https:// besides the system's (a private CA). */
   ca?: string;
+  /** Cancels the open (its size probe and redirects): the Promise then rejects with an AbortError. */
+  signal?: AbortSignal;
 }
 
 /** How a remote object is reached (nothing secret). */
 export interface RemoteInfo {
   /** `s3` (signed or anonymous requests from s3://) or `http` (http(s)://, presigned or not). */
   kind: 's3' | 'http';
-  /** The request URL, redacted (no query string, no user info). */
+  /** The request URL, redacted (no query string, no user info): after redirects, the final one. */
   url: string;
+  /** Redirects followed when the object was opened (http(s):// only). */
+  redirects?: number;
   /** Whether requests carry a SigV4 signature (headers for s3://, the URL's own for presigned). */
   signed: boolean;
   /** For s3://: where the credentials came from, the region and the addressing used. */
@@ -68,7 +81,7 @@ interface Piece {
  * A remote object opened for reading. Same read surface as a file (`size()`, `read()`,
  * `close()`); reads resolve to the bytes read, fewer than asked only at the object's end.
  */
-export class RemoteObject {
+export class RemoteObject implements Source {
   /** The object's address, redacted: `s3://bucket/key`, or the URL without query and user info. */
   readonly name: string;
   /** How the object is reached (nothing secret). */
@@ -79,13 +92,14 @@ export class RemoteObject {
   readonly #pool: ConnectionPool;
   readonly #request: (start: number, end: number) => RangeRequest;
   readonly #stats = new RemoteStatsBook();
-  readonly #inflight = new Set<Promise<unknown>>();
+  readonly #lifetime: Lifetime;
   #staging: StagingSlots | undefined;
   readonly #parse: ParseWorkers | undefined;
+  readonly #refresh: (() => Promise<void>) | undefined;
   #closing: Promise<void> | undefined;
 
   /** @internal Use {@link openRemote}. */
-  constructor(init: { name: string; info: RemoteInfo; size: number; identity: ObjectIdentity; settings: ResolvedRemoteSettings; pool: ConnectionPool; request: (start: number, end: number) => RangeRequest; parse?: ParseWorkers }) {
+  constructor(init: { name: string; info: RemoteInfo; size: number; identity: ObjectIdentity; settings: ResolvedRemoteSettings; pool: ConnectionPool; request: (start: number, end: number) => RangeRequest; parse?: ParseWorkers; refresh?: () => Promise<void> }) {
     this.name = init.name;
     this.info = init.info;
     this.#size = init.size;
@@ -94,6 +108,8 @@ export class RemoteObject {
     this.#pool = init.pool;
     this.#request = init.request;
     this.#parse = init.parse;
+    this.#refresh = init.refresh;
+    this.#lifetime = new Lifetime(`The remote object ${init.name}`, 'ERR_PENSTOCK_REMOTE_CLOSED', 'is closed');
   }
 
   /** Alias of {@link name}, so code written for files can print either. */
@@ -103,7 +119,7 @@ export class RemoteObject {
 
   /** Whether `close()` has been called (reads then refuse). */
   get closed(): boolean {
-    return this.#closing !== undefined;
+    return this.#lifetime.ended;
   }
 
   /** The object's ETag as the server sent it when opened (undefined if it sent none). */
@@ -139,19 +155,15 @@ export class RemoteObject {
 
   /** @internal A read that also reports its record. */
   async readRecorded(target: Memory, options: ReadOptions = {}): Promise<RemoteOpRecord> {
-    const started = this.#start(target, options);
-    this.#inflight.add(started);
-    try {
-      return await started;
-    } finally {
-      this.#inflight.delete(started);
-    }
+    this.#assertOpen();
+    // Awaited here, so that errors carry the caller in their async stack.
+    return await this.#lifetime.use(() => this.#start(target, options));
   }
 
   /** Closes the connections and frees the staging after reads in flight settle. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
-      await Promise.allSettled([...this.#inflight]);
+      await this.#lifetime.endWhenIdle();
       this.#pool.destroy();
       await this.#parse?.close();
       this.#staging?.free();
@@ -166,11 +178,10 @@ export class RemoteObject {
   }
 
   #assertOpen(): void {
-    if (this.#closing) throw new RemoteError('ERR_PENSTOCK_REMOTE_CLOSED', `The remote object ${this.name} is closed`);
+    if (this.#lifetime.ended) throw new RemoteError('ERR_PENSTOCK_REMOTE_CLOSED', `The remote object ${this.name} is closed`);
   }
 
   async #start(target: Memory, options: ReadOptions): Promise<RemoteOpRecord> {
-    this.#assertOpen();
     const fileOffset = options.fileOffset ?? 0;
     const targetOffset = options.targetOffset ?? 0;
     checkLength(fileOffset, 'fileOffset');
@@ -300,6 +311,8 @@ export class RemoteObject {
     const worker = async () => {
       while (next < pieces.length && !inner.signal.aborted) {
         const p = pieces[next++]!;
+        // Credentials that expire are renewed before they do (a read can outlast them).
+        await this.#refresh?.();
         if (inWorker && this.#parse) {
           await this.#parse.run({ start: p.start, end: p.end, ...inWorker(p) }, counts, inner.signal);
           done += p.end - p.start;
@@ -358,15 +371,21 @@ export class RemoteObject {
  */
 export async function openRemote(url: string, options: OpenRemoteOptions = {}): Promise<RemoteObject> {
   const addr = parseRemoteUrl(url);
+  const signal = options.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', 'signal must be an AbortSignal');
+  if (signal?.aborted) throw new AbortError(undefined, { cause: signal.reason });
   const settings = remoteSettings(settingsOf(options), options.lookup !== undefined);
   if (options.lookup && settings.remoteWorkers > 0)
     throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', "lookup (a function) cannot reach worker threads: use it with remoteWorkers 0 or 'auto'");
+  const access = addr.kind === 's3' ? await resolveS3Access(options) : undefined;
   const pool = new ConnectionPool(settings.remoteConcurrency, options.lookup, options.ca);
+  let feed: CredentialFeed | undefined;
   let spec: RequestSpec;
   let info: Omit<RemoteInfo, 'sizeFrom' | 'parseWorkers'>;
   let name: string;
   if (addr.kind === 's3') {
-    const cfg = resolveS3Config(options);
+    const cfg = access!.config;
+    feed = access!.feed;
     const target = s3ObjectUrl(addr.bucket, addr.key, cfg);
     const creds = cfg.credentials;
     name = `s3://${addr.bucket}/${addr.key}`;
@@ -374,7 +393,14 @@ export async function openRemote(url: string, options: OpenRemoteOptions = {}): 
     info = { kind: 's3', url: redactUrl(target), signed: creds !== undefined, credentialSource: cfg.credentialSource, region: cfg.region, addressing: virtual ? 'virtual' : 'path' };
     spec = { url: target.href, ...(creds ? { s3: { credentials: creds, region: cfg.region } } : {}) };
   } else {
-    name = redactUrl(addr.url);
+    // User info in the URL becomes Basic authentication (unless the headers carry an
+    // Authorization of their own), sent to the URL's own origin only; it never appears in names.
+    const url = new URL(addr.url.href);
+    const user = url.username;
+    const password = url.password;
+    url.username = '';
+    url.password = '';
+    name = redactUrl(url);
     for (const [k, v] of Object.entries(options.headers ?? {})) {
       const problem = headerProblem(k, v);
       if (problem) {
@@ -382,21 +408,49 @@ export async function openRemote(url: string, options: OpenRemoteOptions = {}): 
         throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `headers: ${problem}`);
       }
     }
-    info = { kind: 'http', url: name, signed: addr.presigned };
-    spec = { url: addr.url.href, headers: { ...(options.headers ?? {}) } };
+    const headers = { ...(options.headers ?? {}) };
+    if ((user !== '' || password !== '') && !Object.keys(headers).some((k) => k.toLowerCase() === 'authorization')) {
+      let plain: string;
+      try {
+        plain = `${decodeURIComponent(user)}:${decodeURIComponent(password)}`;
+      } catch {
+        pool.destroy();
+        throw new RemoteError('ERR_PENSTOCK_REMOTE_INVALID_URL', `The user info of ${name} holds a malformed percent-encoding`);
+      }
+      headers.Authorization = `Basic ${Buffer.from(plain, 'utf8').toString('base64')}`;
+    }
+    info = { kind: 'http', url: name, signed: addr.presigned, redirects: 0 };
+    spec = { url: url.href, headers };
   }
-  const request = (start: number | undefined, end: number | undefined, method: 'GET' | 'HEAD' = 'GET') => buildRequest(spec, start, end, method);
+  const request = (start: number | undefined, end: number | undefined, method: 'GET' | 'HEAD' = 'GET') => ({
+    ...buildRequest(spec, start, end, method),
+    notFollowed: addr.kind === 's3'
+      ? 'the request is signed for this address, and a signature must not go elsewhere'
+      : addr.presigned
+        ? 'a presigned URL is signed for its own address, and its signature must not go elsewhere'
+        : 'redirects are followed when an object is opened, and this one moved since',
+  });
   const identity: ObjectIdentity = {};
   const counts: Attempts = { requests: 0, retries: 0 };
-  const retry = { retries: settings.remoteRetries, baseMs: settings.remoteRetryBaseMs, counts };
-  const limits = { timeoutMs: settings.remoteTimeoutMs };
+  const retry = { retries: settings.remoteRetries, baseMs: settings.remoteRetryBaseMs, counts, ...(signal ? { signal } : {}) };
+  const limits = { timeoutMs: settings.remoteTimeoutMs, ...(signal ? { signal } : {}) };
   let sizeFrom: RemoteInfo['sizeFrom'];
   try {
     // HEAD for S3 (the usual way, and a wrong region answers it with the bucket's region); a
     // 1-byte GET for http(s), which a URL presigned for GET allows and which proves ranges work.
     const head = addr.kind === 's3';
     sizeFrom = head ? 'head' : 'range-probe';
-    const a = await withRetries(() => requestRange(pool, head ? request(undefined, undefined, 'HEAD') : { ...request(0, 1), probe: true }, identity, undefined, limits), retry);
+    // Redirects of a plain http(s):// URL are followed here, once, as `fetch` follows them; every
+    // range is then read from the final address.
+    const follow = addr.kind === 'http' && !addr.presigned;
+    let a = await withRetries(() => requestRange(pool, head ? request(undefined, undefined, 'HEAD') : { ...request(0, 1), probe: true, followRedirect: follow }, identity, undefined, limits), retry);
+    for (let hops = 1; a.location !== undefined; hops++) {
+      if (hops > MAX_REDIRECTS) throw new RemoteError('ERR_PENSTOCK_REMOTE_REDIRECT', `More than ${MAX_REDIRECTS} redirects (a loop, or a chain too long to follow)`, { url: name });
+      spec = redirected(spec, a.location, name);
+      info.redirects = hops;
+      info.url = redactUrl(new URL(spec.url));
+      a = await withRetries(() => requestRange(pool, { ...request(0, 1), probe: true, followRedirect: true }, identity, undefined, limits), retry);
+    }
     if (a.size === undefined)
       throw new RemoteError('ERR_PENSTOCK_REMOTE_NO_SIZE', 'The server told no size (no Content-Length on HEAD, no total in Content-Range)', { url: name });
     identity.size = a.size;
@@ -408,8 +462,33 @@ export async function openRemote(url: string, options: OpenRemoteOptions = {}): 
   } finally {
     globalRemoteStats.recordProbe(counts.requests);
   }
-  const parse = settings.remoteWorkers > 0 ? new ParseWorkers(settings.remoteWorkers, { spec, identity, settings, ...(options.ca ? { ca: options.ca } : {}) }, name) : undefined;
-  return new RemoteObject({ name, info: { ...info, sizeFrom, parseWorkers: settings.remoteWorkers }, size: identity.size, identity, settings, pool, request: (s, e) => request(s, e), ...(parse ? { parse } : {}) });
+  const parse = settings.remoteWorkers > 0 ? new ParseWorkers(settings.remoteWorkers, { spec, identity, settings, proxy: pool.proxy, ...(options.ca ? { ca: options.ca } : {}) }, name) : undefined;
+  const s3 = spec.s3;
+  const refresh = feed && s3 ? async () => void (s3.credentials = await feed.current()) : undefined;
+  return new RemoteObject({ name, info: { ...info, sizeFrom, parseWorkers: settings.remoteWorkers }, size: identity.size, identity, settings, pool, request: (s, e) => request(s, e), ...(parse ? { parse } : {}), ...(refresh ? { refresh } : {}) });
+}
+
+/**
+ * The requests of an object after a redirect to `location` (resolved against the address that
+ * answered). Another origin (scheme, host or port) gets none of the caller's headers: they may
+ * carry credentials (`Authorization`, the Basic authentication of the URL's user info, API keys)
+ * meant for the origin the caller named.
+ */
+function redirected(spec: RequestSpec, location: string, name: string): RequestSpec {
+  const from = new URL(spec.url);
+  let to: URL;
+  try {
+    to = new URL(location, from);
+  } catch {
+    throw new RemoteError('ERR_PENSTOCK_REMOTE_REDIRECT', `The server redirected to ${JSON.stringify(redactText(location))}, which is not a URL`, { url: name });
+  }
+  if (to.protocol !== 'http:' && to.protocol !== 'https:')
+    throw new RemoteError('ERR_PENSTOCK_REMOTE_REDIRECT', `The server redirected to a ${to.protocol} address; only http: and https: are followed`, { url: name });
+  if (to.username !== '' || to.password !== '')
+    throw new RemoteError('ERR_PENSTOCK_REMOTE_REDIRECT', 'The server redirected to an address with user info, which is not followed', { url: name });
+  to.hash = '';
+  const sameOrigin = to.origin === from.origin;
+  return { url: to.href, headers: sameOrigin ? { ...(spec.headers ?? {}) } : {} };
 }
 
 function settingsOf(o: OpenRemoteOptions): Partial<RemoteSettings> {
