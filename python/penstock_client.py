@@ -209,6 +209,7 @@ class ServedSet:
         self._mapping = _Mapping(client, self.lease, slab)
         self.device = self._mapping.device
         self.tensors = {}
+        self.copied = []
         for t in manifest["tensors"]:
             if t["byteOffset"] + t["byteLength"] > slab["size"]:
                 raise PenstockServeError("ERR_PENSTOCK_IPC_BAD_MANIFEST", f"tensor {t['name']} lies outside the slab")
@@ -216,8 +217,12 @@ class ServedSet:
 
     def torch(self):
         """``dict[str, torch.Tensor]``: each tensor a view of the mapping, with its dtype, shape and
-        strides (dtypes torch lacks stay ``uint8`` bytes). Needs torch."""
+        strides (dtypes torch lacks stay ``uint8`` bytes). Needs torch. A tensor the file stored off
+        its element size's alignment is copied (GPU kernels cannot read it in place); its name is
+        then in :attr:`copied`."""
         import torch
+
+        self.copied = []
 
         device = torch.device("cuda", self.device)
         out = {}
@@ -228,6 +233,11 @@ class ServedSet:
                 out[name] = torch.empty(t["shape"], dtype=dtype or torch.uint8, device=device)
                 continue
             raw = torch.as_tensor(t["data"], device=device)
+            if dtype is not None and t["data"].ptr % torch.empty((), dtype=dtype).element_size() != 0:
+                # Where the file put a tensor off its element size's alignment (safetensors does not
+                # align), GPU kernels cannot read it in place: that tensor alone is copied.
+                raw = raw.clone()
+                self.copied.append(name)
             out[name] = raw if dtype is None else raw.view(dtype).as_strided(t["shape"], t["strides"])
         return out
 
