@@ -1,7 +1,7 @@
 /**
  * The settings table: for every setting its environment variable, default, parser, constraint
  * and one-line meaning. Defaults, environment parsing, validation, `penstock info` and the
- * README's settings table are all produced from it.
+ * settings table of docs/settings.md are all produced from it.
  */
 import os from 'node:os';
 import { parseSize } from './sizes.js';
@@ -9,7 +9,7 @@ import { parseSize } from './sizes.js';
 /** How penstock uses cuFile. */
 export type CompatMode = 'auto' | 'on' | 'off';
 
-/** Every setting; the table in the README lists each one's variable, default and allowed values. */
+/** Every setting; the table in docs/settings.md lists each one's variable, default and allowed values. */
 export interface Settings {
   /**
    * `'auto'` (default): use cuFile where it loads, opens and accepts the file; else the staged
@@ -415,7 +415,7 @@ export const SHARED_VARIABLES: readonly SharedVariable[] = [
 /** The setting names, in table order. */
 export const SETTING_NAMES = Object.keys(SETTINGS_TABLE) as (keyof Settings)[];
 
-/** The settings table as Markdown (what the README shows between its `settings` markers). */
+/** The settings table as Markdown (what docs/settings.md shows between its `settings` markers). */
 export function settingsTableMarkdown(): string {
   const cell = (s: string) => s.replaceAll('|', '\\|');
   const rows = SETTING_NAMES.map((name) => {
