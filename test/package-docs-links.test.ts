@@ -91,5 +91,5 @@ it('finds broken links and anchors (the checker itself)', () => {
   assert.ok(anchorsOf('## A b\n## A b\n').has('a-b-1'));
   assert.equal(shipped('docs/api.md'), true);
   assert.equal(shipped('bench/history/performance-notes.md'), false);
-  assert.equal(shipped('examples/ipc_torch.py'), false);
+  assert.equal(shipped('test/gpu/ipc_torch.py'), false);
 });
