@@ -22,7 +22,7 @@ describe('penstock bench (real runs)', () => {
       const out = path.join(dir, 'out.json');
       const work = path.join(dir, 'work');
       fs.mkdirSync(work);
-      const r = penstock(['bench', '--size', '8MiB', '--target', 'host', '--repeat', '2', '--threads', '1,2', '--json', out, '--dir', work]);
+      const r = penstock(['bench', '--size', '8MiB', '--host', '--repeat', '2', '--threads', '1,2', '--out', out, '--dir', work]);
       assert.equal(r.status, 0, r.stderr + r.stdout);
       assert.match(r.stdout, /posix-host/);
       const report = JSON.parse(fs.readFileSync(out, 'utf8'));
@@ -49,10 +49,10 @@ describe('penstock bench (real runs)', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'penstock-bench-test-'));
     try {
       const file = path.join(dir, 'written.dat');
-      const r = penstock(['bench', file, '--op', 'write', '--size', '4MiB', '--target', 'host', '--repeat', '2']);
+      const r = penstock(['bench', file, '--op', 'write', '--size', '4MiB', '--host', '--repeat', '2']);
       assert.equal(r.status, 0, r.stderr + r.stdout);
       assert.equal(fs.statSync(file).size, 4 * 1024 * 1024);
-      const again = penstock(['bench', file, '--op', 'write', '--size', '4MiB', '--target', 'host']);
+      const again = penstock(['bench', file, '--op', 'write', '--size', '4MiB', '--host']);
       assert.equal(again.status, 2);
       assert.match(again.stderr, /exists/);
     } finally {
@@ -61,9 +61,9 @@ describe('penstock bench (real runs)', () => {
   });
 
   it('says to use the host target where there is no GPU', { skip: hasGpu() ? 'a GPU is present' : false }, () => {
-    const r = penstock(['bench', '--target', 'device', '--size', '1MiB']);
+    const r = penstock(['bench', '--device', '0', '--size', '1MiB']);
     assert.equal(r.status, 1);
-    assert.match(r.stderr, /no GPU: use --target host/);
+    assert.match(r.stderr, /no GPU: use --host/);
   });
 
   it('exits 2 with a message on bad arguments', () => {

@@ -55,7 +55,7 @@ describe('CLI temporary files', () => {
     try {
       const dir = path.join(s.dir, 'work');
       fs.mkdirSync(dir);
-      const child = spawn(process.execPath, [cli, 'bench', '--target', 'host', '--size', '1MiB', '--repeat', '1', '--dir', dir, '--no-progress'], {
+      const child = spawn(process.execPath, [cli, 'bench', '--host', '--size', '1MiB', '--repeat', '1', '--dir', dir, '--no-progress'], {
         env: env(s.dir),
         stdio: ['ignore', 'ignore', 'pipe'],
       });
@@ -82,7 +82,7 @@ describe('CLI temporary files', () => {
       const target = path.join(s.dir, 'created-through-link');
       const file = path.join(s.dir, 'out.dat');
       fs.symlinkSync(target, file);
-      const r = spawnSync(process.execPath, [cli, 'bench', file, '--op', 'write', '--target', 'host', '--size', '1MiB', '--repeat', '1'], { encoding: 'utf8', env: env(s.dir) });
+      const r = spawnSync(process.execPath, [cli, 'bench', file, '--op', 'write', '--host', '--size', '1MiB', '--repeat', '1'], { encoding: 'utf8', env: env(s.dir) });
       assert.equal(r.status, 2, r.stderr);
       assert.match(r.stderr, /exists; --op write only creates new files/);
       assert.equal(fs.existsSync(target), false, 'the link was not followed');
@@ -96,7 +96,7 @@ describe('CLI temporary files', () => {
     const s = scratch();
     try {
       const file = path.join(s.dir, 'out.dat');
-      const r = spawnSync(process.execPath, [cli, 'bench', file, '--op', 'write', '--target', 'host', '--size', '1MiB', '--repeat', '1'], { encoding: 'utf8', env: env(s.dir) });
+      const r = spawnSync(process.execPath, [cli, 'bench', file, '--op', 'write', '--host', '--size', '1MiB', '--repeat', '1'], { encoding: 'utf8', env: env(s.dir) });
       assert.equal(r.status, 0, r.stderr);
       assert.equal(fs.statSync(file).size, 1 << 20);
       assert.equal(fs.statSync(file).mode & 0o022, 0, 'not group- or world-writable');
@@ -104,6 +104,35 @@ describe('CLI temporary files', () => {
       s.done();
     }
   });
+
+  for (const [what, args, signal, status] of [
+    ['demo stopped by SIGINT while writing its checkpoint', ['demo', '--host', '--size', '1GiB'], 'SIGINT', 130],
+    ['demo stopped by SIGTERM while writing its checkpoint', ['demo', '--host', '--size', '1GiB'], 'SIGTERM', 143],
+    ['bench without FILE stopped by SIGTERM while creating its file', ['bench', '--host', '--size', '1GiB', '--repeat', '1'], 'SIGTERM', 143],
+    ['bench without FILE stopped by SIGINT while creating its file', ['bench', '--host', '--size', '1GiB', '--repeat', '1'], 'SIGINT', 130],
+  ] as const) {
+    it(`${what} removes its temporary files`, async () => {
+      const s = scratch();
+      try {
+        const tmp = path.join(s.dir, 'tmp');
+        fs.mkdirSync(tmp);
+        const child = spawn(process.execPath, [cli, ...args, ...(args[0] === 'bench' ? ['--dir', tmp] : [])], { env: env(tmp), stdio: ['ignore', 'ignore', 'pipe'] });
+        const done = exited(child);
+        // Signalled once its file holds data: the writing has started and is not finished.
+        for (;;) {
+          const file = fs.readdirSync(tmp).flatMap((d) => fs.readdirSync(path.join(tmp, d)).map((f) => path.join(tmp, d, f)))[0];
+          if (file && fs.statSync(file).size > 0) break;
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+        child.kill(signal);
+        const r = await done;
+        assert.equal(r.status, status, r.stderr);
+        assert.deepEqual(fs.readdirSync(tmp), [], 'nothing of the run is left');
+      } finally {
+        s.done();
+      }
+    });
+  }
 
   it('private files: mode 0600 in a 0700 directory, created exclusively, removed alone', () => {
     const s = scratch();

@@ -121,7 +121,8 @@ describe('penstock doctor on this machine', () => {
   test('an unknown option is a usage error: exit 2 with usage', () => {
     const r = doctor(['--frobnicate']);
     assert.equal(r.code, 2);
-    assert.match(r.stderr, /usage: penstock doctor/);
+    assert.match(r.stderr, /unknown option '--frobnicate'/);
+    assert.match(r.stderr, /penstock doctor --help/);
   });
 
   test('PENSTOCK_DOCTOR_ROOT reads a recorded machine instead', () => {
@@ -148,9 +149,10 @@ describe('penstock doctor: conventions', () => {
   test('--help: exit 0, every line under 80 columns, the exit statuses stated', () => {
     const r = run(['--help']);
     assert.equal(r.code, 0);
-    assert.match(r.stdout, /^usage: penstock doctor/);
+    assert.match(r.stdout, /^Usage: penstock doctor/);
     for (const line of r.stdout.split('\n')) assert.ok(line.length < 80, `under 80 columns: ${line}`);
-    assert.match(r.stdout, /Exit status: 0 report made, 1 a path does not exist or the doctor failed,\n2 bad usage, 3 --require-gds/);
+    assert.match(r.stdout, /^Exit status:\n  0 +success\n  1 +failure: a path does not exist, a PENSTOCK_\* variable is unusable/m);
+    assert.match(r.stdout, /^  3 +--require-gds: a path misses the direct path$/m);
     assert.equal(run(['-h']).stdout, r.stdout);
   });
 

@@ -19,7 +19,7 @@ after(() => server.stop());
 
 describe('penstock bench URL', () => {
   it('measures remote reads into host memory for each concurrency, with requests counted', async () => {
-    const { stdout } = await run(process.execPath, [cli, 'bench', server.url(), '--target', 'host', '--size', '1MiB', '--range-size', '64KiB', '--concurrency', '1,4', '--repeat', '2', '--json']);
+    const { stdout } = await run(process.execPath, [cli, 'bench', server.url(), '--host', '--size', '1MiB', '--range-size', '64KiB', '--concurrency', '1,4', '--repeat', '2', '--json']);
     const r = JSON.parse(stdout) as { target: string; results: { concurrency: number; bytes: number; gbps: number[]; requests: number; retries: number }[] };
     assert.equal(r.target, 'remote-host');
     assert.deepEqual(r.results.map((x) => x.concurrency), [1, 4]);
@@ -32,7 +32,7 @@ describe('penstock bench URL', () => {
   });
 
   it('prints a table, and refuses bad options with status 2', async () => {
-    const { stdout } = await run(process.execPath, [cli, 'bench', server.url(), '--target', 'host', '--repeat', '1']);
+    const { stdout } = await run(process.execPath, [cli, 'bench', server.url(), '--host', '--repeat', '1']);
     assert.match(stdout, /remote-host/);
     assert.match(stdout, /CPU s\/GB/);
     await assert.rejects(run(process.execPath, [cli, 'bench', server.url(), '--target', 'moon']), (e: { code?: number; stderr?: string }) => e.code === 2 && /--target/.test(e.stderr ?? ''));

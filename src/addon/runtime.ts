@@ -69,13 +69,15 @@ export function requireCuda(): CudaStatus {
   return s;
 }
 
-/** Whether GPUs can be used here, without throwing. */
+/**
+ * Whether GPUs can be used here. "No" is an answer only when the driver or the GPUs are missing;
+ * what keeps the question from being asked at all is thrown instead, so that a health check
+ * cannot report "no GPU" when the truth is otherwise: `ERR_PENSTOCK_ADDON_LOAD` when the native
+ * addon cannot be loaded, `ERR_PENSTOCK_INVALID_SETTING` (or `_CONFLICTING_SETTINGS`) when a
+ * PENSTOCK_* variable is unusable.
+ */
 export function hasGpu(): boolean {
-  try {
-    return cudaUnavailableReason() === undefined;
-  } catch {
-    return false;
-  }
+  return cudaUnavailableReason() === undefined;
 }
 
 /** The number of usable GPUs (0 without a CUDA driver). */

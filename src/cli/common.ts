@@ -1,25 +1,36 @@
 /**
- * What every `penstock` command shares: exit statuses, the usage-error path, and when to use
- * colour and progress bars.
+ * What every `penstock` command shares: exit statuses, the usage-error path, how errors are
+ * shown, and when to use colour.
  */
+import { terminalText } from '../vocabulary/terminal-text.js';
 import { ArgError } from './kit/args.js';
 
-/** Exit statuses of every command (doctor adds 3 for --require-gds). */
+/** Exit statuses of every command (docs/cli.md lists each command's own). */
 export const EXIT = {
   /** The command did what it was asked. */
   ok: 0,
-  /** It ran and failed (a read failed, data did not verify, a setting is unusable). */
+  /** It ran and failed (a read failed, a setting is unusable, the addon is not loaded). */
   failure: 1,
   /** The command line was wrong: nothing was done. */
   usage: 2,
+  /** A check that was asked for failed: `load --verify` found a mismatch, `doctor --require-gds` a path without the direct path. */
+  checkFailed: 3,
 } as const;
 
-/** The lines every help text ends with. */
-export const EXIT_HELP = 'Exit status: 0 success, 1 failure, 2 usage error.\n';
+/**
+ * An error as one message for stderr: `[CODE] message`, with control characters escaped (the
+ * message may carry a file's or a server's text) and its lines kept.
+ */
+export function describeError(err: unknown): string {
+  const e = err as { code?: unknown; message?: unknown };
+  const code = typeof e?.code === 'string' ? `[${e.code}] ` : '';
+  const message = typeof e?.message === 'string' ? e.message : String(err);
+  return terminalText(`${code}${message}`, { keepLines: true });
+}
 
 /**
  * Whether to write ANSI colours to `stream`: `FORCE_COLOR` (any value but 0 or false) forces
- * them on, `NO_COLOR` (any non-empty value) off, otherwise only on a terminal that is not "dumb".
+ * them on, `NO_COLOR` (any non-empty value) or `TERM=dumb` off, otherwise only on a terminal.
  */
 export function colourEnabled(stream: { isTTY?: boolean }, env: NodeJS.ProcessEnv = process.env): boolean {
   const force = env.FORCE_COLOR;
@@ -43,7 +54,12 @@ export async function runCommand(name: string, body: () => Promise<number>): Pro
     return await body();
   } catch (e) {
     if (!(e instanceof ArgError)) throw e;
-    process.stderr.write(`penstock ${name}: ${e.message}\nRun "penstock ${name} --help" for the options.\n`);
+    process.stderr.write(`penstock ${name}: ${terminalText(e.message)}\nRun "penstock ${name} --help" for the options.\n`);
     return EXIT.usage;
   }
+}
+
+/** Whether progress bars may be drawn: on a terminal (stderr) unless `--no-progress`. */
+export function progressWanted(values: Readonly<Record<string, unknown>>): boolean {
+  return values['no-progress'] !== true && process.stderr.isTTY === true;
 }

@@ -1,123 +1,90 @@
 /**
  * `penstock doctor`: which route each file's device reads take here, and why; or, with
  * --gdscheck, what a `gdscheck -p` report from another machine says. Exit status: 0 when the
- * report was made, 1 when a path does not exist or the doctor failed, 2 for bad usage, 3 with
- * --require-gds when a path would not get (or did not get) the direct path.
+ * report was made, 1 when a path does not exist, a PENSTOCK_* variable is unusable or the doctor
+ * failed, 2 for bad usage, 3 with --require-gds when a path would not get (or did not get) the
+ * direct path.
  */
 import fs from 'node:fs';
-import { parseArgs } from 'node:util';
-import { parseSize } from '../settings/config.js';
+import { parseSize, readEnvironment } from '../settings/config.js';
 import { diagnose, render } from '../doctor/index.js';
 import { readGdscheck } from '../doctor/gdscheck.js';
 import { renderGdscheck } from '../doctor/report.js';
+import { terminalJson, terminalText } from '../vocabulary/terminal-text.js';
+import { ArgError } from './kit/args.js';
+import type { ParsedLine } from './kit/command.js';
+import { EXIT, colourEnabled, describeError } from './common.js';
 
 /** The doctor's exit statuses. */
-export const DOCTOR_EXIT = { ok: 0, failed: 1, usage: 2, notDirect: 3 } as const;
+export const DOCTOR_EXIT = { ok: EXIT.ok, failed: EXIT.failure, usage: EXIT.usage, notDirect: EXIT.checkFailed } as const;
 
-const USAGE = `usage: penstock doctor [PATH...] [options]
-       penstock doctor --gdscheck FILE|-
-
-Says which route device reads of each PATH take on this machine (default:
-the current directory), why, and what to change for the direct path.
-
-  --json           print the report as JSON
-  --probe          read each file into GPU memory in a child process and
-                   report the measured route, with cuFile's own log lines
-  --offset N       predict (and probe) the read starting at byte N
-  --size N         ... of N bytes (suffixes KiB, MiB, GiB; default: to EOF)
-  --target-offset N  ... into the GPU buffer at byte N (default 0)
-  --require-gds    exit 3 unless every path gets the direct path
-  --gdscheck FILE  read a 'gdscheck -p' report (FILE, or - for stdin)
-                   instead of this machine
-  -h, --help       show this help
-
-Exit status: 0 report made, 1 a path does not exist or the doctor failed,
-2 bad usage, 3 --require-gds and a path misses the direct path.
-`;
-
-function usageError(message: string): number {
-  process.stderr.write(`penstock doctor: ${message}\n${USAGE}`);
-  return DOCTOR_EXIT.usage;
-}
-
-function size(name: string, text: string | undefined): number | undefined {
-  if (text === undefined) return undefined;
-  const n = /^\d+$/.test(text) ? Number(text) : parseSize(text);
-  if (!Number.isSafeInteger(n) || n < 0) throw new Error(`--${name} must be a whole number of bytes, not '${text}'`);
+function size(name: string, text: string | true | undefined): number | undefined {
+  if (typeof text !== 'string') return undefined;
+  let n: number;
+  try {
+    n = /^\d+$/.test(text) ? Number(text) : parseSize(text);
+  } catch {
+    n = NaN;
+  }
+  if (!Number.isSafeInteger(n) || n < 0) throw new ArgError(`--${name} must be a whole number of bytes, not '${text}'`);
   return n;
 }
 
-export async function runDoctorCli(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        json: { type: 'boolean', default: false },
-        probe: { type: 'boolean', default: false },
-        'require-gds': { type: 'boolean', default: false },
-        offset: { type: 'string' },
-        size: { type: 'string' },
-        'target-offset': { type: 'string' },
-        gdscheck: { type: 'string' },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    });
-  } catch (err) {
-    return usageError((err as Error).message);
-  }
-  const { values, positionals } = parsed;
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return DOCTOR_EXIT.ok;
-  }
-  const colour = Boolean(process.stdout.isTTY) && !process.env.NO_COLOR;
-  if (values.gdscheck !== undefined) {
-    if (positionals.length || values.probe || values.offset !== undefined || values.size !== undefined || values['target-offset'] !== undefined)
-      return usageError('--gdscheck reads a report; it takes no PATH, --probe, --offset or --size');
-    let text: string;
-    try {
-      text = fs.readFileSync(values.gdscheck === '-' ? 0 : values.gdscheck, 'utf8');
-    } catch (err) {
-      process.stderr.write(`penstock doctor: cannot read ${values.gdscheck === '-' ? 'stdin' : values.gdscheck}: ${(err as Error).message}\n`);
-      return DOCTOR_EXIT.failed;
-    }
-    const report = readGdscheck(text, values.gdscheck === '-' ? 'stdin' : values.gdscheck);
-    if (values.json) process.stdout.write(JSON.stringify(report, null, 2) + '\n');
-    else process.stdout.write(renderGdscheck(report, { colour }));
-    if (!report.parsed.gdsVersion && !Object.keys(report.parsed.drivers).length) {
-      process.stderr.write('penstock doctor: this does not look like gdscheck -p output\n');
-      return DOCTOR_EXIT.failed;
-    }
-    return values['require-gds'] && !report.checks.some((c) => c.id === 'platform.cufile.driver' && c.status === 'pass') ? DOCTOR_EXIT.notDirect : DOCTOR_EXIT.ok;
-  }
-  let shape: { offset: number; size?: number } | undefined;
-  try {
-    const offset = size('offset', values.offset);
-    const length = size('size', values.size);
-    const target = size('target-offset', values['target-offset']);
-    if (offset !== undefined || length !== undefined || target !== undefined)
-      shape = { offset: offset ?? 0, ...(length !== undefined ? { size: length } : {}), ...(target ? { targetOffset: target } : {}) };
-  } catch (err) {
-    return usageError((err as Error).message);
+/** Runs `penstock doctor`; resolves to the exit status. */
+export async function runDoctorCli({ values, positionals }: ParsedLine): Promise<number> {
+  const colour = colourEnabled(process.stdout);
+  if (typeof values.gdscheck === 'string') return gdscheck(values.gdscheck, values, positionals, colour);
+  const offset = size('offset', values.offset);
+  const length = size('size', values.size);
+  const target = size('target-offset', values['target-offset']);
+  const shape = offset !== undefined || length !== undefined || target !== undefined
+    ? { offset: offset ?? 0, ...(length !== undefined ? { size: length } : {}), ...(target ? { targetOffset: target } : {}) }
+    : undefined;
+  // An unusable PENSTOCK_* variable stops the driver and cuFile from being examined at all; the
+  // report would blame them. Say what is wrong instead.
+  const { problems } = readEnvironment();
+  if (problems.length) {
+    for (const p of problems) process.stderr.write(`penstock doctor: [${p.code}] ${terminalText(p.message)}\n`);
+    process.stderr.write(`penstock doctor: fix or unset ${problems.map((p) => p.variable).join(', ')}; nothing was examined\n`);
+    return DOCTOR_EXIT.failed;
   }
   let report;
   try {
-    report = await diagnose(positionals, {
-      probe: values.probe,
+    report = await diagnose([...positionals], {
+      probe: values.probe === true,
       ...(shape ? { shape } : {}),
       ...(process.env.PENSTOCK_DOCTOR_ROOT ? { root: process.env.PENSTOCK_DOCTOR_ROOT } : {}),
     });
   } catch (err) {
-    const e = err as { code?: string; message?: string };
-    process.stderr.write(`penstock doctor failed: ${e.code ? `[${e.code}] ` : ''}${e.message ?? String(err)}\n`);
+    process.stderr.write(`penstock doctor failed: ${describeError(err)}\n`);
     return DOCTOR_EXIT.failed;
   }
-  if (values.json) process.stdout.write(JSON.stringify(report, null, 2) + '\n');
+  if (values.json) process.stdout.write(terminalJson(report) + '\n');
   else process.stdout.write(render(report, { colour }));
   const missing = report.paths.filter((p) => !p.checks.find((c) => c.id === 'path.exists')?.data?.exists);
-  for (const p of missing) process.stderr.write(`penstock doctor: ${p.path}: no such file or directory (examined through ${p.checks.find((c) => c.id === 'path.exists')?.data?.examined})\n`);
+  for (const p of missing)
+    process.stderr.write(`penstock doctor: ${terminalText(p.path)}: no such file or directory (examined through ${terminalText(String(p.checks.find((c) => c.id === 'path.exists')?.data?.examined))})\n`);
   if (missing.length) return DOCTOR_EXIT.failed;
   return values['require-gds'] && !report.allDirect ? DOCTOR_EXIT.notDirect : DOCTOR_EXIT.ok;
+}
+
+async function gdscheck(file: string, values: ParsedLine['values'], positionals: readonly string[], colour: boolean): Promise<number> {
+  if (positionals.length || values.probe || values.offset !== undefined || values.size !== undefined || values['target-offset'] !== undefined)
+    throw new ArgError('--gdscheck reads a report; it takes no PATH, --probe, --offset or --size');
+  const source = file === '-' ? 'stdin' : file;
+  let text: string;
+  try {
+    text = fs.readFileSync(file === '-' ? 0 : file, 'utf8');
+  } catch (err) {
+    process.stderr.write(`penstock doctor: cannot read ${terminalText(source)}: ${describeError(err)}\n`);
+    return DOCTOR_EXIT.failed;
+  }
+  const report = readGdscheck(text, source);
+  if (values.json) process.stdout.write(terminalJson(report) + '\n');
+  else process.stdout.write(renderGdscheck(report, { colour }));
+  if (!report.parsed.gdsVersion && !Object.keys(report.parsed.drivers).length) {
+    process.stderr.write('penstock doctor: this does not look like gdscheck -p output\n');
+    return DOCTOR_EXIT.failed;
+  }
+  return values['require-gds'] && !report.checks.some((c) => c.id === 'platform.cufile.driver' && c.status === 'pass') ? DOCTOR_EXIT.notDirect : DOCTOR_EXIT.ok;
 }

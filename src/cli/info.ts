@@ -2,44 +2,20 @@
 import { deviceCount, deviceInfo } from '../addon/runtime.js';
 import { getConfig, runtimeInfo } from '../engine/process.js';
 import type { Settings } from '../settings/config.js';
-import { parseCommandLine } from './kit/args.js';
+import type { ParsedLine } from './kit/command.js';
+import { terminalJson, terminalText } from '../vocabulary/terminal-text.js';
 import { defaults, formatSize, readEnvironment, suggest, type EnvironmentProblem } from '../settings/config.js';
 import { SETTING_NAMES, SETTINGS_TABLE, SHARED_VARIABLES } from '../settings/table.js';
-import { EXIT, EXIT_HELP, painter, runCommand } from './common.js';
-
-/** `penstock info --help`. */
-export const INFO_USAGE = `Usage: penstock info [--json]
-
-Shows the CUDA driver, cuFile, the GPUs and every setting in force with where
-it came from (default or PENSTOCK_* variable). A variable whose value cannot be
-used is reported with its value and makes the exit status 1.
-
-Options:
-  --json       the same as JSON
-  -h, --help   this text
-
-${EXIT_HELP}`;
+import { EXIT, describeError, painter } from './common.js';
 
 /** Runs `penstock info`; resolves to the exit status. */
-export function runInfo(argv: string[]): Promise<number> {
-  return runCommand('info', async () => {
-    const { values } = parseCommandLine({
-      args: argv,
-      strict: true,
-      options: { json: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h', default: false } },
-    });
-    if (values.help) {
-      process.stdout.write(INFO_USAGE);
-      return EXIT.ok;
-    }
-    const report = gather();
-    if (values.json) {
-      const { runtime, ...rest } = report;
-      process.stdout.write(JSON.stringify({ ...rest, ...runtime }, null, 2) + '\n');
-    }
-    else printReport(report);
-    return report.problems.length ? EXIT.failure : EXIT.ok;
-  });
+export async function runInfo({ values }: ParsedLine): Promise<number> {
+  const report = gather();
+  if (values.json) {
+    const { runtime, ...rest } = report;
+    process.stdout.write(terminalJson({ ...rest, ...runtime }) + '\n');
+  } else printReport(report);
+  return report.problems.length || report.addonError ? EXIT.failure : EXIT.ok;
 }
 
 interface InfoReport {
@@ -51,6 +27,8 @@ interface InfoReport {
   unknownVariables: { variable: string; suggestion: string }[];
   runtime?: ReturnType<typeof runtimeInfo>;
   runtimeError?: string;
+  /** Set when the native addon cannot be loaded: its code and message. */
+  addonError?: { code: string; message: string };
   devices: ReturnType<typeof deviceInfo>[];
 }
 
@@ -85,7 +63,8 @@ function gather(): InfoReport {
     report.devices = Array.from({ length: deviceCount() }, (_, i) => deviceInfo(i));
   } catch (e) {
     const x = e as { code?: string; message?: string };
-    report.runtimeError = `${x.code ? `[${x.code}] ` : ''}${x.message ?? String(e)}`;
+    report.runtimeError = describeError(e);
+    if (x.code === 'ERR_PENSTOCK_ADDON_LOAD') report.addonError = { code: x.code, message: x.message ?? String(e) };
   }
   return report;
 }
@@ -96,19 +75,20 @@ function printReport(r: InfoReport): void {
   const rt = r.runtime;
   if (rt) {
     const c = rt.cuda;
-    out(`CUDA driver: ${c.initialized ? `${c.resolvedPath ?? c.path}, version ${c.driverVersion}, ${c.deviceCount} GPU(s)${c.copyBatch ? `, batch copies (${c.copyBatch})` : ''}` : paint('33', `not usable (${c.error ?? c.initError?.code})`)}`);
-    for (const d of r.devices) out(`  GPU ${d.ordinal}: ${d.name}, ${(d.totalMemory / 2 ** 30).toFixed(1)} GiB, PCI ${d.pciBusId}`);
+    out(`CUDA driver: ${c.initialized ? `${terminalText(String(c.resolvedPath ?? c.path))}, version ${c.driverVersion}, ${c.deviceCount} GPU(s)${c.copyBatch ? `, batch copies (${c.copyBatch})` : ''}` : paint('33', `not usable (${terminalText(String(c.error ?? c.initError?.code))})`)}`);
+    for (const d of r.devices) out(`  GPU ${d.ordinal}: ${terminalText(d.name)}, ${(d.totalMemory / 2 ** 30).toFixed(1)} GiB, PCI ${d.pciBusId}`);
     const f = rt.cufile;
-    out(`cuFile: ${f.loaded ? `${f.resolvedPath ?? f.path}, version ${f.version ?? '?'}, driver ${f.driverOpen ? 'open' : `not open (${f.driverError?.code ?? 'no GPU'})`}` : paint('33', `not loaded (${f.error})`)}`);
+    out(`cuFile: ${f.loaded ? `${terminalText(String(f.resolvedPath ?? f.path))}, version ${f.version ?? '?'}, driver ${f.driverOpen ? 'open' : `not open (${f.driverError?.code ?? 'no GPU'})`}` : paint('33', `not loaded (${terminalText(String(f.error))})`)}`);
     out(`threads: ${rt.threads}, pinned bytes held: ${rt.pinnedBytes}`);
-  } else out(`CUDA driver and cuFile: ${r.runtimeError}`);
+  } else if (r.addonError) out(paint('31', `problem: the native addon is not loaded, so no GPU can be used: ${r.runtimeError}`));
+  else out(`CUDA driver and cuFile: ${r.runtimeError}`);
   out('settings:');
   const width = Math.max(...SETTING_NAMES.map((n) => n.length));
   for (const name of SETTING_NAMES) {
     const v = r.settings[name];
-    const shown = typeof v === 'number' && SETTINGS_TABLE[name].unit === 'bytes' ? formatSize(v) : String(v);
+    const shown = typeof v === 'number' && SETTINGS_TABLE[name].unit === 'bytes' ? formatSize(v) : terminalText(String(v));
     out(`  ${name.padEnd(width)}  ${shown}${r.sources[name] === 'default' ? '' : `  (${r.sources[name]})`}`);
   }
-  for (const p of r.problems) out(paint('31', `problem: [${p.code}] ${p.message}`));
-  for (const u of r.unknownVariables) out(paint('33', `note: ${u.variable} is not a penstock variable (did you mean ${u.suggestion}?)`));
+  for (const p of r.problems) out(paint('31', `problem: [${p.code}] ${terminalText(p.message)}`));
+  for (const u of r.unknownVariables) out(paint('33', `note: ${terminalText(u.variable)} is not a penstock variable (did you mean ${u.suggestion}?)`));
 }

@@ -1,80 +1,69 @@
 #!/usr/bin/env node
 /**
- * The `penstock` command: `demo`, `doctor`, `bench`, `info`, `inspect`, `load`.
+ * The `penstock` command. The commands themselves, their options and help pages are described in
+ * the table in ./commands.ts; this entry point looks the command up, parses its command line from
+ * that description and runs it.
  */
-import { readFileSync } from 'node:fs';
 import { suggest } from '../settings/config.js';
-import { EXIT, EXIT_HELP } from './common.js';
-
-const HELP = `penstock: move file data straight between storage and GPU memory
-
-Usage: penstock <command> [options]
-
-Commands:
-  demo     read a sample file into GPU memory, verify it, show the route
-  doctor   say which route each file's reads will take here, and why
-  bench    measure throughput, with the route of every number
-  info     the CUDA driver, cuFile, the GPUs and the settings as found
-  inspect  list a checkpoint's tensors (safetensors, index.json, .npy)
-  load     load a checkpoint into GPU (or host) memory; routes and speed
-
-Run "penstock <command> --help" for a command's options.
-
-Options:
-  -h, --help      this text
-  -v, --version   the version of penstock
-
-Colours follow NO_COLOR and FORCE_COLOR; progress bars are drawn only on a
-terminal. ${EXIT_HELP}`;
-
-const COMMANDS: Record<string, () => Promise<(argv: string[]) => Promise<number>>> = {
-  demo: async () => (await import('./demo.js')).runDemo,
-  doctor: async () => (await import('./doctor.js')).runDoctorCli,
-  bench: async () => (await import('./bench/command.js')).runBenchCli,
-  info: async () => (await import('./info.js')).runInfo,
-  inspect: async () => (await import('./inspect.js')).runInspectCli,
-  load: async () => (await import('./load.js')).runLoadCli,
-};
-
-function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
-  return pkg.version;
-}
+import { terminalText } from '../vocabulary/terminal-text.js';
+import { COMMANDS, findCommand } from './commands.js';
+import { EXIT, describeError, runCommand } from './common.js';
+import { mainHelp } from './help.js';
+import { helpPage, parseLine } from './kit/command.js';
+import { installEarlyEnds } from './kit/process-end.js';
+import { packageVersion } from './version.js';
 
 async function main(argv: string[]): Promise<number> {
-  const [cmd, ...rest] = argv;
-  if (cmd === undefined || cmd === '-h' || cmd === '--help') {
-    process.stdout.write(HELP);
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '-h' || name === '--help') {
+    process.stdout.write(mainHelp());
     return EXIT.ok;
   }
-  if (cmd === '-v' || cmd === '--version') {
-    process.stdout.write(`${version()}\n`);
+  if (name === '-V' || name === '-v' || name === '--version') {
+    process.stdout.write(`${packageVersion()}\n`);
     return EXIT.ok;
   }
-  if (cmd === 'help') {
+  if (name === 'help') {
+    if (rest.length > 1) return usage(`help takes one command at most, got ${rest.length}`);
     const topic = rest[0];
-    if (topic === undefined) process.stdout.write(HELP);
-    else if (Object.hasOwn(COMMANDS, topic)) return (await COMMANDS[topic]!())(['--help']);
-    else return unknownCommand(topic);
+    if (topic === undefined) {
+      process.stdout.write(mainHelp());
+      return EXIT.ok;
+    }
+    const spec = findCommand(topic);
+    if (!spec) return unknownCommand(topic);
+    process.stdout.write(helpPage(spec));
     return EXIT.ok;
   }
-  if (!Object.hasOwn(COMMANDS, cmd)) return unknownCommand(cmd);
-  return (await COMMANDS[cmd]!())(rest);
+  const spec = findCommand(name);
+  if (!spec) return unknownCommand(name);
+  return runCommand(spec.name, async () => {
+    const line = parseLine(spec, rest);
+    if (line.values.help) {
+      process.stdout.write(helpPage(spec));
+      return EXIT.ok;
+    }
+    return (await spec.load())(line);
+  });
 }
 
-function unknownCommand(cmd: string): number {
-  const near = suggest(cmd, Object.keys(COMMANDS));
-  process.stderr.write(`penstock: unknown command '${cmd}'${near ? ` (did you mean '${near}'?)` : ''}\nRun "penstock --help" for the commands.\n`);
+function usage(message: string): number {
+  process.stderr.write(`penstock: ${message}\nRun "penstock --help" for the commands.\n`);
   return EXIT.usage;
 }
 
+function unknownCommand(name: string): number {
+  const near = suggest(name, [...COMMANDS.map((c) => c.name), 'help']);
+  return usage(`unknown command '${terminalText(name)}'${near ? ` (did you mean '${near}'?)` : ''}`);
+}
+
+installEarlyEnds();
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;
   },
   (err: unknown) => {
-    const e = err as { code?: string; message?: string };
-    process.stderr.write(`penstock: ${e.code ? `[${e.code}] ` : ''}${e.message ?? String(err)}\n`);
+    process.stderr.write(`penstock: ${describeError(err)}\n`);
     process.exitCode = EXIT.failure;
   },
 );

@@ -6,7 +6,7 @@ import { constants as bufferConstants } from 'node:buffer';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ArgError, oneOf, parseCommandLine, parseIntArg, parseIntList, parseSizeArg, parseSizeList } from '../kit/args.js';
+import { ArgError, oneOf, parseTarget, parseIntArg, parseIntList, parseSizeArg, parseSizeList } from '../kit/args.js';
 import { describeDrop, dropFilePages, type DropResult } from './cold.js';
 import { formatCpu, formatGBps, formatSeconds, formatSize, textTable } from '../kit/format.js';
 import { describeRoutes, describeStages, measure, type RouteCounts } from './measure.js';
@@ -21,42 +21,19 @@ import { open, type PenstockFile } from '../../engine/file.js';
 import type { FileRoute } from '../../engine/routing.js';
 import { cudaUnavailableReason } from '../../addon/runtime.js';
 import { isRemoteUrl } from '../../sources/remote/url.js';
-import { EXIT, EXIT_HELP } from '../common.js';
+import { EXIT } from '../common.js';
+import type { ParsedLine } from '../kit/command.js';
+import { onEarlyEnd } from '../kit/process-end.js';
+import { terminalJson, terminalText } from '../../vocabulary/terminal-text.js';
 import { createPrivateDir, type PrivateDir } from '../private-file.js';
 
-/** `penstock bench --help`. */
-export const BENCH_USAGE = `Usage: penstock bench [FILE] [options]
-
-Measures reads (or writes) between FILE and GPU or host memory. Without FILE a
-file of random data is created for the run in a private temporary directory
-(under --dir, or the system's) and removed afterwards.
-
-Options:
-  --size SIZE       bytes per transfer (default: FILE's size, or 1GiB)
-  --target T        device | host (default: device where a GPU is usable)
-  --op OP           read | write (default read); write creates FILE and never
-                    overwrites anything already there
-  --threads LIST    I/O threads, each value its own run: 1,4,16
-  --task-size LIST  bytes per task, each value its own run: 4MiB or 1MiB,16MiB
-  --cold            drop FILE's pages from the page cache before every repeat
-  --drop-caches     with --cold: also drop the whole page cache (needs root)
-  --fsync           writes: include fsync in the timed region
-  --repeat N        timed repeats per configuration (default 5)
-  --json OUT        also write the results as JSON to OUT
-  --dir DIR         where to create the test file
-  --no-progress     no progress bars (drawn only on a terminal anyway)
-  -h, --help        this text
-
-Throughput is in GB/s (1 GB = 1e9 bytes): median, min and max over the
-repeats. CPU is the process's user+system seconds per GB moved. Warm runs
-start with one untimed transfer.
-
-${EXIT_HELP}`;
-
+/** The options of `penstock bench`, checked. */
 export interface BenchArgs {
   file?: string;
   size?: number;
-  target?: 'device' | 'host';
+  /** Host memory (`--host`), else GPU `device` (default 0) where a GPU is usable. */
+  host: boolean;
+  device?: number;
   op: 'read' | 'write';
   threads?: number[];
   taskSizes?: number[];
@@ -64,54 +41,44 @@ export interface BenchArgs {
   dropCaches: boolean;
   fsync: boolean;
   repeat: number;
-  json?: string;
+  /** `--json`: the results as JSON on stdout (the table and header go to stderr). */
+  json: boolean;
+  /** `--out FILE`: the results as JSON written to FILE too. */
+  out?: string;
   dir?: string;
   progress: boolean;
-  help: boolean;
 }
 
-export function parseBenchArgs(argv: string[]): BenchArgs {
-  const { values: v, positionals } = parseCommandLine({
-    args: argv,
-    allowPositionals: true,
-    strict: true,
-    options: {
-      size: { type: 'string' },
-      target: { type: 'string' },
-      op: { type: 'string' },
-      threads: { type: 'string' },
-      'task-size': { type: 'string' },
-      cold: { type: 'boolean', default: false },
-      'drop-caches': { type: 'boolean', default: false },
-      fsync: { type: 'boolean', default: false },
-      repeat: { type: 'string' },
-      json: { type: 'string' },
-      dir: { type: 'string' },
-      'no-progress': { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-  });
-  if (positionals.length > 1) throw new ArgError(`expected at most one FILE, got ${positionals.length}: ${positionals.join(' ')}`);
+/** Options of the remote benchmark only. */
+const URL_ONLY = ['concurrency', 'range-size', 'anonymous'] as const;
+
+/** Checks the command line of `penstock bench FILE`; a bad one throws ArgError. */
+export function parseBenchArgs(line: ParsedLine): BenchArgs {
+  const { values: v, positionals } = line;
+  const str = (name: string) => (typeof v[name] === 'string' ? (v[name] as string) : undefined);
+  for (const name of URL_ONLY) if (v[name] !== undefined) throw new ArgError(`--${name} applies to s3://, http:// and https:// URLs only`);
+  const target = parseTarget(v);
   const a: BenchArgs = {
-    op: v.op === undefined ? 'read' : oneOf(v.op, '--op', ['read', 'write'] as const),
+    host: target.host,
+    op: str('op') === undefined ? 'read' : oneOf(str('op')!, '--op', ['read', 'write'] as const),
     cold: v.cold === true,
     dropCaches: v['drop-caches'] === true,
     fsync: v.fsync === true,
-    repeat: v.repeat === undefined ? 5 : parseIntArg(v.repeat, '--repeat', 1, 1000),
+    repeat: str('repeat') === undefined ? 5 : parseIntArg(str('repeat')!, '--repeat', 1, 1000),
+    json: v.json === true,
     progress: v['no-progress'] !== true,
-    help: v.help === true,
   };
+  if (target.device !== undefined) a.device = target.device;
   if (positionals[0] !== undefined) a.file = positionals[0];
-  if (v.size !== undefined) a.size = parseSizeArg(v.size, '--size');
-  if (v.target !== undefined) a.target = oneOf(v.target, '--target', ['device', 'host'] as const);
-  if (v.threads !== undefined) a.threads = parseIntList(v.threads, '--threads', 1, 1024);
-  if (v['task-size'] !== undefined) {
-    a.taskSizes = parseSizeList(v['task-size'], '--task-size');
+  if (str('size') !== undefined) a.size = parseSizeArg(str('size')!, '--size');
+  if (str('threads') !== undefined) a.threads = parseIntList(str('threads')!, '--threads', 1, 1024);
+  if (str('task-size') !== undefined) {
+    a.taskSizes = parseSizeList(str('task-size')!, '--task-size');
     const bad = a.taskSizes.find((t) => t % 4096 !== 0);
     if (bad !== undefined) throw new ArgError(`--task-size must be a multiple of 4 KiB, got ${bad} bytes`);
   }
-  if (v.json !== undefined) a.json = v.json;
-  if (v.dir !== undefined) a.dir = v.dir;
+  if (str('out') !== undefined) a.out = str('out')!;
+  if (str('dir') !== undefined) a.dir = str('dir')!;
   if (a.cold && a.op === 'write') throw new ArgError('--cold applies to reads only');
   if (a.dropCaches && !a.cold) throw new ArgError('--drop-caches needs --cold');
   if (a.fsync && a.op === 'read') throw new ArgError('--fsync applies to writes only');
@@ -136,59 +103,28 @@ const err = (s: string) => process.stderr.write(s);
 const DEFAULT_SIZE = 1024 ** 3;
 
 /** Runs `penstock bench`; resolves to the exit status. */
-export async function runBenchCli(argv: string[]): Promise<number> {
+export async function runBenchCli(line: ParsedLine): Promise<number> {
   // s3:// and http(s):// objects have their own benchmark.
-  if (argv.some(isRemoteUrl)) return (await import('./remote.js')).runRemoteBenchCli(argv);
-  let args: BenchArgs;
-  try {
-    args = parseBenchArgs(argv);
-  } catch (e) {
-    if (!(e instanceof ArgError)) throw e;
-    err(`penstock bench: ${e.message}\nRun "penstock bench --help" for the options.\n`);
-    return EXIT.usage;
-  }
-  if (args.help) {
-    out(BENCH_USAGE);
-    return EXIT.ok;
-  }
+  if (line.positionals.some(isRemoteUrl)) return (await import('./remote.js')).runRemoteBenchCli(line);
+  const args = parseBenchArgs(line);
   const gpu = hasGpu();
-  const target = args.target ?? (gpu ? 'device' : 'host');
+  const target = args.host || (!gpu && args.device === undefined) ? 'host' : 'device';
   if (target === 'device' && !gpu) {
-    err(`penstock bench: no GPU: use --target host (${cudaUnavailableReason() ?? 'no usable GPU'})\n`);
+    err(`penstock bench: no GPU: use --host (${terminalText(cudaUnavailableReason() ?? 'no usable GPU')})\n`);
     return EXIT.failure;
   }
-  let plan: FilePlan;
-  try {
-    plan = planFile(args);
-  } catch (e) {
-    if (!(e instanceof ArgError)) throw e;
-    err(`penstock bench: ${e.message}\n`);
-    return EXIT.usage;
-  }
+  const plan = planFile(args);
   const { file, size, scratch } = plan;
-  const created = scratch !== undefined;
-  if (target === 'host' && size > bufferConstants.MAX_LENGTH) {
-    scratch?.remove();
-    err(`penstock bench: host buffers hold at most ${formatSize(bufferConstants.MAX_LENGTH)} in this Node.js; use a smaller --size\n`);
-    return EXIT.usage;
-  }
-  const removeCreated = () => scratch?.remove();
-  // Installed before the file exists, so an interrupted creation leaves nothing behind either.
-  const onSignal = () => {
-    removeCreated();
-    process.exit(130);
-  };
-  process.once('SIGINT', onSignal);
+  // Registered as soon as the directory exists, so that a stopped creation leaves nothing either.
+  const forget = scratch ? onEarlyEnd(() => scratch.remove()) : undefined;
   try {
+    if (target === 'host' && size > bufferConstants.MAX_LENGTH)
+      throw new ArgError(`host buffers hold at most ${formatSize(bufferConstants.MAX_LENGTH)} in this Node.js; use a smaller --size`);
     if (plan.fill) await fillTestFile(file, size, args.progress);
-    return await runMeasurements(args, target, file, created, size);
-  } catch (e) {
-    if (!(e instanceof ArgError)) throw e;
-    err(`penstock bench: ${e.message}\n`);
-    return EXIT.usage;
+    return await runMeasurements(args, target, file, scratch !== undefined, size);
   } finally {
-    process.removeListener('SIGINT', onSignal);
-    removeCreated();
+    forget?.();
+    scratch?.remove();
   }
 }
 
@@ -203,7 +139,7 @@ interface FilePlan {
 
 async function fillTestFile(file: string, size: number, progress: boolean): Promise<void> {
   const bar = new ProgressBar({ label: 'creating test file', total: size, enabled: progress ? undefined : false });
-  err(`creating ${formatSize(size)} test file ${file} (random data)\n`);
+  err(`creating ${formatSize(size)} test file ${terminalText(file)} (random data)\n`);
   try {
     await createTestFile(file, size, { onProgress: bar.update, exclusive: true });
   } finally {
@@ -263,6 +199,8 @@ async function openBenchFile(file: string, write: boolean): Promise<PenstockFile
 
 async function runMeasurements(args: BenchArgs, target: 'device' | 'host', file: string, created: boolean, size: number): Promise<number> {
   const write = args.op === 'write';
+  // With --json, stdout holds the JSON alone: the readable report goes to stderr.
+  const say = args.json ? err : out;
   const drops: DropResult[] = [];
   const dropPolicy = args.dropCaches ? 'drop-caches' : 'auto';
   if (args.cold) {
@@ -281,7 +219,7 @@ async function runMeasurements(args: BenchArgs, target: 'device' | 'host', file:
   try {
     // Allocation, and filling a write's source, happen before any timing starts.
     if (target === 'device') {
-      dev = DeviceBuffer.alloc(size);
+      dev = DeviceBuffer.alloc(size, { device: args.device ?? 0 });
       if (write) await fillDevice(dev);
     } else {
       host = Buffer.allocUnsafeSlow(size);
@@ -296,7 +234,7 @@ async function runMeasurements(args: BenchArgs, target: 'device' | 'host', file:
     const taskList = args.taskSizes ?? [original.taskSize];
     const total = threadsList.length * taskList.length;
     const runsEach = args.repeat + (args.cold ? 0 : 1);
-    printHeader(args, target, file, created, size);
+    printHeader(say, args, target, file, created, size);
     let n = 0;
     for (const threads of threadsList)
       for (const taskSize of taskList) {
@@ -339,7 +277,7 @@ async function runMeasurements(args: BenchArgs, target: 'device' | 'host', file:
           err(`[${n}/${total}] ${label}: ${formatGBps(m.medianGBps)} GB/s (${describeRoutes(m.routes)})\n`);
         } catch (e) {
           result.error = (e as Error).message;
-          err(`[${n}/${total}] ${label}: failed: ${result.error}\n`);
+          err(`[${n}/${total}] ${label}: failed: ${terminalText(result.error)}\n`);
         }
       }
     if (target === 'device') route = f.route;
@@ -348,15 +286,15 @@ async function runMeasurements(args: BenchArgs, target: 'device' | 'host', file:
     dev?.free();
     configure({ threads: original.threads, taskSize: original.taskSize });
   }
-  printTable(results);
-  if (route) out(`device route of this file: ${route.device}${route.reason ? ` (${route.reason.code}: ${route.reason.message})` : ''}\n`);
-  if (args.cold && drops.length) out(`cold: pages dropped before each repeat by ${describeDrop(drops[drops.length - 1]!)}\n`);
-  if (args.json) {
+  printTable(say, results);
+  if (route) say(`device route of this file: ${route.device}${route.reason ? ` (${route.reason.code}: ${terminalText(route.reason.message)})` : ''}\n`);
+  if (args.cold && drops.length) say(`cold: pages dropped before each repeat by ${describeDrop(drops[drops.length - 1]!)}\n`);
+  if (args.json || args.out !== undefined) {
     const report = {
       tool: 'penstock bench',
       date: new Date().toISOString(),
       machine: machineInfo(),
-      gpu: target === 'device' ? deviceInfo(0) : null,
+      gpu: target === 'device' ? deviceInfo(args.device ?? 0) : null,
       file: { path: file, created, size, fileSystem: fileSystemType(path.dirname(path.resolve(file))) },
       target,
       op: args.op,
@@ -368,26 +306,28 @@ async function runMeasurements(args: BenchArgs, target: 'device' | 'host', file:
       deviceRoute: route ?? null,
       results,
     };
-    fs.writeFileSync(args.json, JSON.stringify(report, null, 2) + '\n');
+    const text = terminalJson(report) + '\n';
+    if (args.out !== undefined) fs.writeFileSync(args.out, text);
+    if (args.json) out(text);
   }
   return results.some((r) => r.error !== undefined) ? 1 : 0;
 }
 
-function printHeader(args: BenchArgs, target: string, file: string, created: boolean, size: number): void {
+function printHeader(say: (s: string) => void, args: BenchArgs, target: string, file: string, created: boolean, size: number): void {
   const what = args.op === 'read' ? `file → ${target} memory` : `${target} memory → file`;
   const state = args.op === 'write' ? (args.fsync ? 'fsync timed' : 'page cache; fsync after each repeat, untimed') : args.cold ? 'cold' : 'warm';
-  out(`penstock bench: ${what}, ${formatSize(size)} per transfer, ${state}, ${args.repeat} repeats\n`);
-  out(`file: ${file}${created ? ' (created for this run)' : ''} on ${fileSystemType(path.dirname(path.resolve(file)))}\n`);
+  say(`penstock bench: ${what}, ${formatSize(size)} per transfer, ${state}, ${args.repeat} repeats\n`);
+  say(`file: ${terminalText(file)}${created ? ' (created for this run)' : ''} on ${fileSystemType(path.dirname(path.resolve(file)))}\n`);
 }
 
-function printTable(results: BenchResult[]): void {
+function printTable(say: (s: string) => void, results: BenchResult[]): void {
   const rows = results.map((r) =>
     r.error !== undefined
-      ? [String(r.threads), formatSize(r.taskSize), 'failed', '', '', '', '', r.error, '']
+      ? [String(r.threads), formatSize(r.taskSize), 'failed', '', '', '', '', terminalText(r.error), '']
       : [
           String(r.threads), formatSize(r.taskSize), formatGBps(r.medianGBps), formatGBps(r.minGBps), formatGBps(r.maxGBps),
           formatSeconds(r.medianSeconds), formatCpu(r.cpuSecondsPerGB), describeRoutes(r.routes), describeStages(r.routes),
         ],
   );
-  out('\n' + textTable(['threads', 'task', 'GB/s median', 'min', 'max', 'time', 'CPU s/GB', 'route', 'thread time'], rows, ['right', 'right', 'right', 'right', 'right', 'right', 'right', 'left', 'left']));
+  say('\n' + textTable(['threads', 'task', 'GB/s median', 'min', 'max', 'time', 'CPU s/GB', 'route', 'thread time'], rows, ['right', 'right', 'right', 'right', 'right', 'right', 'right', 'left', 'left']));
 }

@@ -2,7 +2,10 @@
  * `penstock bench s3://…|http(s)://…`: throughput of remote reads into host or GPU memory, with
  * the client's CPU seconds per GB and the requests and retries behind every number.
  */
-import { ArgError, oneOf, parseCommandLine, parseIntArg, parseIntList, parseSizeArg } from '../kit/args.js';
+import fs from 'node:fs';
+import { ArgError, parseIntArg, parseIntList, parseSizeArg, parseTarget } from '../kit/args.js';
+import type { ParsedLine } from '../kit/command.js';
+import { terminalJson, terminalText } from '../../vocabulary/terminal-text.js';
 import { formatCpu, formatGBps, formatSize, textTable } from '../kit/format.js';
 import { median } from './stats.js';
 import { DeviceBuffer } from '../../memory/device-buffer.js';
@@ -52,57 +55,25 @@ export async function measureRemoteRead(obj: RemoteObject, target: Memory, bytes
   };
 }
 
-const USAGE = `Usage: penstock bench URL [options]
-
-Measures reads of a remote object (s3://bucket/key, http:// or https://, presigned URLs too) into
-host or GPU memory. s3:// takes credentials, region and endpoint as the AWS tools do
-(AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL_S3, ~/.aws/credentials, ~/.aws/config).
-
-Options:
-  --size SIZE          bytes per read (default: the whole object)
-  --target T           device | host (default: device when a GPU is usable, else host)
-  --concurrency LIST   ranged GETs in flight, each value its own run: 1,16,64 (default: the setting)
-  --range-size SIZE    bytes per ranged GET (default: the setting, 8 MiB)
-  --repeat N           timed repeats per configuration (default 3)
-  --anonymous          s3:// without signing (public buckets)
-  --json               print the results as JSON
-  -h, --help           this text
-`;
+/** Options of the file benchmark only. */
+const FILE_ONLY = ['op', 'threads', 'task-size', 'cold', 'drop-caches', 'fsync', 'dir'] as const;
 
 /** Runs `penstock bench URL …`; resolves to the exit status. */
-export async function runRemoteBenchCli(argv: string[]): Promise<number> {
-  let v: Record<string, string | boolean | undefined>;
-  let url: string;
-  let target: 'device' | 'host';
-  let repeat: number;
-  let concurrencies: (number | undefined)[];
-  let base: OpenRemoteOptions;
-  let sizeLimit: number | undefined;
-  try {
-    const parsed = parseCommandLine({
-      args: argv, allowPositionals: true, strict: true,
-      options: {
-        size: { type: 'string' }, target: { type: 'string' }, concurrency: { type: 'string' }, 'range-size': { type: 'string' },
-        repeat: { type: 'string' }, anonymous: { type: 'boolean' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
-      },
-    });
-    v = parsed.values;
-    if (v.help) {
-      process.stdout.write(USAGE);
-      return 0;
-    }
-    if (parsed.positionals.length !== 1 || !isRemoteUrl(parsed.positionals[0])) throw new ArgError('expected one s3://, http:// or https:// URL');
-    url = parsed.positionals[0];
-    target = v.target === undefined ? (hasGpu() ? 'device' : 'host') : oneOf(v.target as string, '--target', ['device', 'host'] as const);
-    sizeLimit = v.size === undefined ? undefined : parseSizeArg(v.size as string, '--size');
-    repeat = v.repeat === undefined ? 3 : parseIntArg(v.repeat as string, '--repeat', 1, 1000);
-    concurrencies = v.concurrency === undefined ? [undefined] : parseIntList(v.concurrency as string, '--concurrency', 1, 1024);
-    base = { ...(v.anonymous ? { anonymous: true } : {}), ...(v['range-size'] ? { remoteRangeSize: parseSizeArg(v['range-size'] as string, '--range-size') } : {}) };
-  } catch (e) {
-    if (!(e instanceof ArgError)) throw e;
-    process.stderr.write(`penstock bench: ${e.message}\n\n${USAGE}`);
-    return 2;
-  }
+export async function runRemoteBenchCli({ values: v, positionals }: ParsedLine): Promise<number> {
+  const str = (name: string) => (typeof v[name] === 'string' ? (v[name] as string) : undefined);
+  for (const name of FILE_ONLY) if (v[name] !== undefined) throw new ArgError(`--${name} applies to files only, not to s3://, http:// or https:// URLs`);
+  if (positionals.length !== 1 || !isRemoteUrl(positionals[0])) throw new ArgError('expected one s3://, http:// or https:// URL');
+  const url = positionals[0];
+  const t = parseTarget(v);
+  const target: 'device' | 'host' = t.host || (t.device === undefined && !hasGpu()) ? 'host' : 'device';
+  const device = t.device ?? 0;
+  const sizeLimit = str('size') === undefined ? undefined : parseSizeArg(str('size')!, '--size');
+  const repeat = str('repeat') === undefined ? 3 : parseIntArg(str('repeat')!, '--repeat', 1, 1000);
+  const concurrencies: (number | undefined)[] = str('concurrency') === undefined ? [undefined] : parseIntList(str('concurrency')!, '--concurrency', 1, 1024);
+  const base: OpenRemoteOptions = {
+    ...(v.anonymous ? { anonymous: true } : {}),
+    ...(str('range-size') ? { remoteRangeSize: parseSizeArg(str('range-size')!, '--range-size') } : {}),
+  };
   const results: RemoteMeasurement[] = [];
   let name = url;
   for (const c of concurrencies) {
@@ -112,18 +83,20 @@ export async function runRemoteBenchCli(argv: string[]): Promise<number> {
     const bytes = sizeLimit === undefined ? total : Math.min(total, sizeLimit);
     const { remoteConcurrency, remoteRangeSize } = remoteSettings({ ...base, ...(c ? { remoteConcurrency: c } : {}) });
     const settings = { concurrency: remoteConcurrency, rangeSize: remoteRangeSize };
-    const memory: Memory = target === 'device' ? DeviceBuffer.alloc(bytes) : Buffer.allocUnsafeSlow(bytes);
+    const memory: Memory = target === 'device' ? DeviceBuffer.alloc(bytes, { device }) : Buffer.allocUnsafeSlow(bytes);
     try {
       results.push({ ...settings, ...(await measureRemoteRead(obj, memory, bytes, repeat)) });
     } finally {
       if (memory instanceof DeviceBuffer) memory.free();
     }
   }
+  const json = `${terminalJson({ url: name, target: `remote-${target}`, results })}\n`;
+  if (str('out') !== undefined) fs.writeFileSync(str('out')!, json);
   if (v.json) {
-    process.stdout.write(`${JSON.stringify({ url: name, target: `remote-${target}`, results }, null, 2)}\n`);
+    process.stdout.write(json);
     return 0;
   }
-  process.stdout.write(`${name} → ${target} memory (route remote-${target}), ${repeat} timed repeats after one untimed read\n\n`);
+  process.stdout.write(`${terminalText(name)} → ${target} memory (route remote-${target}), ${repeat} timed repeats after one untimed read\n\n`);
   process.stdout.write(
     textTable(
       ['concurrency', 'range', 'size', 'GB/s (median)', 'min', 'max', 'CPU s/GB', 'requests', 'retries'],

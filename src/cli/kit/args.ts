@@ -52,3 +52,20 @@ export function oneOf<T extends string>(text: string, name: string, allowed: rea
   if (!(allowed as readonly string[]).includes(text)) throw new ArgError(`${name} must be one of ${allowed.join(', ')}, got '${text}'`);
   return text as T;
 }
+
+/** Where a command puts data: `--host`, or GPU `--device N` (default 0). */
+export interface TargetArgs {
+  /** True for host memory. */
+  host: boolean;
+  /** The GPU ordinal, when `--device` was given. */
+  device?: number;
+}
+
+/** `--device N` and `--host` (which exclude each other), the same in every command. */
+export function parseTarget(values: Readonly<Record<string, string | true | undefined>>): TargetArgs {
+  const host = values.host === true;
+  const device = values.device;
+  if (host && device !== undefined) throw new ArgError('--device and --host exclude each other');
+  if (typeof device === 'string') return { host, device: parseIntArg(device, '--device', 0, 1023) };
+  return { host };
+}

@@ -32,7 +32,7 @@ export interface ProgressOptions {
 /** A progress bar on one terminal line, redrawn at most ten times a second. */
 export class ProgressBar {
   readonly #label: string;
-  readonly #total: number;
+  #total: number;
   readonly #stream: ProgressStream;
   readonly #delayMs: number;
   readonly #enabled: boolean;
@@ -48,9 +48,10 @@ export class ProgressBar {
     this.#enabled = o.enabled !== false && this.#stream.isTTY === true;
   }
 
-  /** Suitable as an `onProgress` callback. */
-  readonly update = (done: number): void => {
+  /** Suitable as an `onProgress` callback; a `total` given here replaces the one given at first. */
+  readonly update = (done: number, total?: number): void => {
     if (!this.#enabled) return;
+    if (total !== undefined) this.#total = total;
     const now = performance.now();
     const elapsed = now - this.#start;
     // Redrawing more than ~10 times a second costs time inside the measurement for nothing.
