@@ -1,10 +1,25 @@
 /*
- * Force-included into prebuilt binaries only (scripts/build-prebuilds.mjs). GCC 12's libstdc++
- * gave std::condition_variable::wait a new symbol version (GLIBCXX_3.4.30) for the same function;
- * binding to the old one keeps the binaries loadable with GCC 11's libstdc++ (RHEL 9, Amazon
- * Linux 2023), where the newest version needed is then GLIBCXX_3.4.29.
+ * Force-included into the prebuilt binaries only (scripts/build-prebuilds.mjs), which compile
+ * against an old glibc's headers (the floor they must load with) but a current GCC's C++ library.
  */
 #ifdef __cplusplus
-__asm__(".symver _ZNSt18condition_variable4waitERSt11unique_lockISt5mutexE,"
-        "_ZNSt18condition_variable4waitERSt11unique_lockISt5mutexE@GLIBCXX_3.4.11");
+/* This libstdc++ was configured for a newer glibc: keep it off the functions the floor lacks
+   (pthread_cond_clockwait and friends, glibc 2.30); it then uses pthread_cond_timedwait. */
+#include <bits/c++config.h>
+#undef _GLIBCXX_USE_PTHREAD_COND_CLOCKWAIT
+#undef _GLIBCXX_USE_PTHREAD_MUTEX_CLOCKLOCK
+#undef _GLIBCXX_USE_PTHREAD_RWLOCK_CLOCKLOCK
+#endif
+
+/* preadv2 and RWF_NOWAIT (glibc 2.26, Linux 4.14): older headers lack them; the system call is the
+   same one glibc makes (on 64-bit targets the offset travels whole, the high half is 0). */
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#ifndef RWF_NOWAIT
+#define RWF_NOWAIT 0x00000008
+static inline ssize_t penstock_preadv2(int fd, const struct iovec* iov, int count, off_t offset, int flags) {
+  return syscall(__NR_preadv2, fd, iov, count, offset, 0L, flags);
+}
+#define preadv2 penstock_preadv2
 #endif

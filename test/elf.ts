@@ -13,10 +13,12 @@ export interface ElfFacts {
   machine: number;
   /** ET_DYN (3) for a shared object. */
   type: number;
-  /** Names in .dynsym that the file defines (section index not SHN_UNDEF). */
+  /** Global names in .dynsym that the file defines (section index not SHN_UNDEF). */
   exported: string[];
   /** Version names the file needs, per library (from .gnu.version_r), e.g. libc.so.6 → GLIBC_2.34. */
   needs: Record<string, string[]>;
+  /** Symbols the file takes from elsewhere: weak or not, and the version asked for (none: any). */
+  imported: { name: string; weak: boolean; version?: string }[];
 }
 
 interface Section {
@@ -54,16 +56,8 @@ export function readElf(file: string): ElfFacts {
     const start = tab.offset + at;
     return b.toString('latin1', start, b.indexOf(0, start));
   };
-  const exported: string[] = [];
-  const dynsym = sections.find((s) => s.type === 11); // SHT_DYNSYM
-  if (dynsym) {
-    const names = sections[dynsym.link]!;
-    for (let o = dynsym.offset; o < dynsym.offset + dynsym.size; o += dynsym.entsize) {
-      const shndx = b.readUInt16LE(o + 6);
-      if (shndx !== 0) exported.push(str(names, b.readUInt32LE(o)));
-    }
-  }
   const needs: Record<string, string[]> = {};
+  const versionNames = new Map<number, string>(); // vna_other → version name
   const verneed = sections.find((s) => s.type === 0x6ffffffe); // SHT_GNU_verneed
   if (verneed) {
     const names = sections[verneed.link]!;
@@ -75,12 +69,29 @@ export function readElf(file: string): ElfFacts {
       let a = o + b.readUInt32LE(o + 8);
       for (let k = 0; k < cnt; k++) {
         list.push(str(names, b.readUInt32LE(a + 8)));
+        versionNames.set(b.readUInt16LE(a + 6), list[list.length - 1]!);
         a += b.readUInt32LE(a + 12);
       }
       o += b.readUInt32LE(o + 12);
     }
   }
-  return { machine, type, exported, needs };
+  const exported: string[] = [];
+  const imported: ElfFacts['imported'] = [];
+  const dynsym = sections.find((s) => s.type === 11); // SHT_DYNSYM
+  const versym = sections.find((s) => s.type === 0x6fffffff); // SHT_GNU_versym: one u16 per symbol
+  if (dynsym) {
+    const names = sections[dynsym.link]!;
+    for (let i = 1, o = dynsym.offset + dynsym.entsize; o < dynsym.offset + dynsym.size; i++, o += dynsym.entsize) {
+      const name = str(names, b.readUInt32LE(o));
+      if (b.readUInt16LE(o + 6) !== 0) {
+        if (b[o + 4]! >> 4 !== 0) exported.push(name); // not STB_LOCAL (section symbols are)
+      } else {
+        const v = versym ? b.readUInt16LE(versym.offset + 2 * i) & 0x7fff : 1;
+        imported.push({ name, weak: b[o + 4]! >> 4 === 2, version: v > 1 ? versionNames.get(v) : undefined });
+      }
+    }
+  }
+  return { machine, type, exported, needs, imported };
 }
 
 /** The newest GLIBC_x.y among the versions needed, as [x, y]. */

@@ -4,6 +4,9 @@ import fs from 'node:fs';
 import { afterEach, describe, test } from 'node:test';
 import { configure, getConfig, open, readFileToHost, writeFile, stats, resetStats, PenstockSystemError, pageCacheResidency, dropPageCache } from '../src/index.js';
 import { makeFile, newPath, pattern, tmpDir } from './helpers.js';
+import { splitDev, storageOf } from '../src/system/block-device.js';
+import { SysRoot } from '../src/system/sysfs.js';
+import { coldReadsDirect } from '../src/plan/transfer-plan.js';
 
 const initial = getConfig();
 // Every test starts from the same settings, whether the one before it passed or threw.
@@ -201,7 +204,20 @@ describe('O_DIRECT', () => {
 });
 
 describe("directIoRead 'auto'", () => {
-  test('large cold ranges bypass the page cache, warm ones and small ones do not', async (t) => {
+  /** A recorded machine whose block device under `file` is `name` (rotational or not). */
+  function machineWith(file: string, name: string, rotational: boolean): string {
+    const { major, minor } = splitDev(fs.statSync(file).dev);
+    const root = tmpDir() + `/root-${name}-${major}-${minor}`;
+    const drive = `${root}/sys/devices/virtual/block/${name}`;
+    fs.mkdirSync(`${drive}/queue`, { recursive: true });
+    fs.writeFileSync(`${drive}/queue/rotational`, rotational ? '1\n' : '0\n');
+    fs.mkdirSync(`${root}/sys/dev/block`, { recursive: true });
+    fs.rmSync(`${root}/sys/dev/block/${major}:${minor}`, { force: true });
+    fs.symlinkSync(`../../devices/virtual/block/${name}`, `${root}/sys/dev/block/${major}:${minor}`);
+    return root;
+  }
+
+  test('large cold ranges bypass the page cache on an NVMe drive, not on other disks; warm and small ones never', async (t) => {
     const { file, data } = makeFile(70 << 20);
     try {
       fs.closeSync(fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_DIRECT));
@@ -209,12 +225,13 @@ describe("directIoRead 'auto'", () => {
       t.skip('O_DIRECT is not supported here');
       return;
     }
-    configure({ directIoRead: 'auto', taskSize: 4 << 20, threads: 4 });
+    configure({ directIoRead: 'auto', taskSize: 4 << 20, threads: 4, systemRoot: machineWith(file, 'nvme0n1', false) });
     await using f = await open(file);
     const target = Buffer.alloc(70 << 20);
     assert.ok((await pageCacheResidency(file)) > 0.9, 'just written: cached');
     const warm = await f.readRecorded(target, { fileOffset: 1 });
     assert.equal(warm.direct, false);
+    assert.equal(f.route.coldReads, undefined, 'no cold read yet');
     await dropPageCache(file);
     const residency = await pageCacheResidency(file);
     if (residency > 0.5) {
@@ -224,11 +241,43 @@ describe("directIoRead 'auto'", () => {
     target.fill(0);
     const cold = await f.readRecorded(target, { fileOffset: 1 });
     assert.equal(cold.direct, true);
+    assert.deepEqual(f.route.coldReads, { device: 'nvme0n1', direct: true });
     assert.equal(cold.bytes, data.length - 1);
     assert.ok(target.subarray(0, cold.bytes).equals(data.subarray(1)));
     await dropPageCache(file);
     const small = await f.readRecorded(Buffer.alloc(1 << 20));
     assert.equal(small.direct, false, 'small reads stay buffered');
+
+    // The same file on a disk that is not NVMe (a virtio disk): the page cache's readahead.
+    configure({ systemRoot: machineWith(file, 'vda', true) });
+    await using g = await open(file);
+    await dropPageCache(file);
+    target.fill(0);
+    const buffered = await g.readRecorded(target, { fileOffset: 1 });
+    assert.equal(buffered.direct, false);
+    assert.deepEqual(g.route.coldReads, { device: 'vda', direct: false });
+    assert.ok(target.subarray(0, buffered.bytes).equals(data.subarray(1)));
+  });
+
+  test('the storage under a file: partitions read their drive, no block device is none', () => {
+    assert.deepEqual(splitDev(0x0fd00), { major: 253, minor: 0 });
+    // makedev(259, 300): minor bits above 8 sit at bit 20.
+    assert.deepEqual(splitDev((259 << 8) | (300 & 0xff) | ((300 & ~0xff) << 12)), { major: 259, minor: 300 });
+    const root = tmpDir() + '/root-partition';
+    fs.mkdirSync(`${root}/sys/devices/pci/nvme/nvme1n1/nvme1n1p2`, { recursive: true });
+    fs.writeFileSync(`${root}/sys/devices/pci/nvme/nvme1n1/nvme1n1p2/partition`, '2\n');
+    fs.mkdirSync(`${root}/sys/devices/pci/nvme/nvme1n1/queue`, { recursive: true });
+    fs.writeFileSync(`${root}/sys/devices/pci/nvme/nvme1n1/queue/rotational`, '0\n');
+    fs.mkdirSync(`${root}/sys/dev/block`, { recursive: true });
+    fs.symlinkSync('../../devices/pci/nvme/nvme1n1/nvme1n1p2', `${root}/sys/dev/block/259:2`);
+    const sys = new SysRoot(root);
+    const nvme = storageOf(259 * 256 + 2, sys);
+    assert.deepEqual(nvme, { device: 'nvme1n1', rotational: false, nvme: true });
+    assert.equal(coldReadsDirect(nvme), true);
+    assert.equal(storageOf(0x2f, sys), undefined, 'major 0 (tmpfs, NFS): no block device');
+    assert.equal(storageOf(8 * 256, sys), undefined, 'not shown by sysfs');
+    assert.equal(coldReadsDirect(undefined), false);
+    assert.equal(coldReadsDirect({ device: 'sda', rotational: false, nvme: false }), false);
   });
 });
 

@@ -1,25 +1,23 @@
 /**
- * The one message shown when the native addon cannot be loaded: what was tried and the fix for
- * the package manager that installed penstock (npm, pnpm and yarn each gate build scripts
- * differently).
+ * The one message shown when the native addon cannot be loaded: what was tried, what the prebuilt
+ * binaries cover, and the one command that compiles the addon from source.
  */
 import process from 'node:process';
 
-/** The message of `ERR_PENSTOCK_ADDON_LOAD`, given the loader's own error. */
-export function addonLoadMessage(detail: string): string {
+/** The oldest glibc the prebuilt Linux binaries load with (they are linked against it). */
+export const PREBUILT_GLIBC_FLOOR = '2.28';
+
+/** The message of `ERR_PENSTOCK_ADDON_LOAD`, given each place tried and why it did not load. */
+export function addonLoadMessage(tried: readonly string[]): string {
   const target = `${process.platform}-${process.arch}`;
   const prebuilt = process.platform === 'linux' && (process.arch === 'x64' || process.arch === 'arm64');
   return [
     `penstock: the native addon could not be loaded (${target}, Node.js ${process.versions.node}).`,
+    ...tried.map((t) => `  tried ${t}`),
     prebuilt
-      ? '  A prebuilt binary ships for this platform; it needs glibc 2.34 or newer (musl is not covered).'
-      : `  No prebuilt binary ships for ${target}: the addon must be compiled at install time.`,
-    '  Compiling needs python3, make and a C++17 compiler; then rebuild it:',
-    '    npm:  npm rebuild penstock --foreground-scripts',
-    '    pnpm: pnpm 10 skips build scripts unless allowed: run "pnpm approve-builds" (or list',
-    '          penstock in pnpm.onlyBuiltDependencies in package.json), then "pnpm rebuild penstock"',
-    '    yarn: yarn rebuild penstock (Yarn 1: npm rebuild penstock); with enableScripts: false,',
-    '          allow penstock under dependenciesMeta in package.json',
-    `  Loader said: ${detail.trim()}`,
+      ? `  The prebuilt binary for ${target} needs glibc ${PREBUILT_GLIBC_FLOOR} or newer (musl is not covered).`
+      : `  No prebuilt binary ships for ${target}.`,
+    '  To compile it from source (needs python3, make and a C++17 compiler; no CUDA toolkit), run in your app:',
+    '    npx penstock-build        (Yarn Plug\'n\'Play: yarn penstock-build)',
   ].join('\n');
 }

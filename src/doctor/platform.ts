@@ -276,7 +276,7 @@ export function isGeForce(name: string): boolean {
 
 /** What to do when device memory cannot be used, by how far the CUDA driver got. */
 function cudaAdvice(facts: PlatformFacts): string {
-  if (facts.addonError) return "rebuild penstock's native addon (npm rebuild penstock)";
+  if (facts.addonError) return "compile penstock's native addon from source (npx penstock-build)";
   if (!facts.cuda.loaded) return 'install the NVIDIA driver (libcuda.so.1), or point PENSTOCK_CUDA_LIBRARY at it';
   if (!facts.cuda.initialized) return 'make the driver usable (nvidia-smi shows why cuInit fails: a kernel module mismatch, missing /dev/nvidia* nodes)';
   return 'make a GPU visible to this process (pass the GPUs into the container; check CUDA_VISIBLE_DEVICES)';

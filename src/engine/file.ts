@@ -232,8 +232,12 @@ export class PenstockFile {
     if (signal?.aborted) throw new AbortError(undefined, { cause: signal.reason });
     const s = currentSettings();
     // Decided once the size is known to be valid.
-    const plan = (size: number, intoDevice: boolean) =>
-      write ? { direct: s.directIoWrite } : planRead(s, readFactsOf(this.#fd, fileOffset, size), fileOffset, size, intoDevice, this.#mappedRefused !== undefined || (intoDevice && cudaStatus().hostRegister !== true));
+    const plan = (size: number, intoDevice: boolean) => {
+      if (write) return { direct: s.directIoWrite };
+      const p = planRead(s, readFactsOf(this.#fd, fileOffset, size), fileOffset, size, intoDevice, this.#mappedRefused !== undefined || (intoDevice && cudaStatus().hostRegister !== true));
+      if (p.cold) this.#routing.noteColdReads(p.cold);
+      return p;
+    };
     const base: SpecBase = { write, fd: this.#fd, fileOffset, maxRunners: 0, writePiece: 0 };
 
     if (memory instanceof DeviceBuffer) {
@@ -243,7 +247,7 @@ export class PenstockFile {
       checkRange(memOffset, size, memory.byteLength, 'DeviceBuffer');
       const device = memory.device;
       // Buffers that did not allocate (imported ones) meet the GPU's staging resources here.
-      prepareDevice(device);
+      prepareDevice(device, size);
       let route: Route = 'posix-device';
       let cufile = false;
       if (this.#routing.route.compatMode === 'off' || size >= s.gdsThreshold) {

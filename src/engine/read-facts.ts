@@ -1,10 +1,30 @@
 /**
  * The facts a read's plan asks about an open file, gathered here (system calls) so that the plan
- * itself stays pure: page-cache residency sampled with mincore, and the file's size.
+ * itself stays pure: page-cache residency sampled with mincore, the file's size, and the block
+ * device under it.
  */
 import fs from 'node:fs';
 import { native } from '../addon/binding.js';
 import type { ReadFacts } from '../plan/transfer-plan.js';
+import { currentSettings } from '../settings/current.js';
+import { storageOf, type StorageFacts } from '../system/block-device.js';
+import { SysRoot } from '../system/sysfs.js';
+
+const storageByDev = new Map<string, StorageFacts | undefined>();
+
+/** The storage under `fd`, read once per device and system root. */
+export function storageUnder(fd: number): StorageFacts | undefined {
+  let dev: number;
+  try {
+    dev = fs.fstatSync(fd).dev;
+  } catch {
+    return undefined;
+  }
+  const root = currentSettings().systemRoot;
+  const key = `${root}\0${dev}`;
+  if (!storageByDev.has(key)) storageByDev.set(key, storageOf(dev, new SysRoot(root)));
+  return storageByDev.get(key);
+}
 
 /** Pages sampled by mincore for a residency estimate. */
 const RESIDENCY_SAMPLES = 64;
@@ -25,5 +45,6 @@ export function readFactsOf(fd: number, fileOffset: number, size: number): ReadF
         return undefined;
       }
     },
+    storage: () => storageUnder(fd),
   };
 }

@@ -38,6 +38,12 @@ export interface FileRoute {
   mapped?: RouteReason;
   /** Set when this file's pages could not be kept registered (the `keptPagesMax` setting). */
   keptPages?: RouteReason;
+  /**
+   * How reads of this file's uncached data were planned under `directIoRead: 'auto'`: the block
+   * device under it (`none` where there is no block device) and whether they went O_DIRECT (on
+   * NVMe drives) or through the page cache's readahead (elsewhere). Absent until such a read.
+   */
+  coldReads?: { device: string; direct: boolean };
 }
 
 export class FileRouting {
@@ -45,6 +51,7 @@ export class FileRouting {
   #handle: number | undefined;
   /** The staged route of operations that ran while cuFile's driver was still opening. */
   #interim: FileRoute | undefined;
+  #cold: { device: string; direct: boolean } | undefined;
 
   constructor(compatMode: CompatMode) {
     this.#route =
@@ -59,7 +66,12 @@ export class FileRouting {
 
   get route(): FileRoute {
     const r = this.#route.device === 'undecided' && this.#interim ? this.#interim : this.#route;
-    return { ...r, ...(r.reason ? { reason: { ...r.reason } } : {}) };
+    return { ...r, ...(r.reason ? { reason: { ...r.reason } } : {}), ...(this.#cold ? { coldReads: { ...this.#cold } } : {}) };
+  }
+
+  /** Records how the last read of uncached data was planned (see {@link FileRoute.coldReads}). */
+  noteColdReads(cold: { device: string; direct: boolean }): void {
+    this.#cold = { ...cold };
   }
 
   get cufileHandle(): number | undefined {

@@ -3,6 +3,7 @@
  * O_DIRECT or the page cache, how many tasks of a write run at once, and whether a warm read
  * into the GPU also takes the mapped route. Native code carries out what is decided here.
  */
+import type { StorageFacts } from '../system/block-device.js';
 import type { Settings } from '../settings/config.js';
 
 const KiB = 1024;
@@ -262,11 +263,26 @@ export interface ReadFacts {
   residency(): number;
   /** The file's size, or undefined when it cannot be known. */
   fileSize(): number | undefined;
+  /** The block device under the file, or undefined (no block device, or not shown by sysfs). */
+  storage(): StorageFacts | undefined;
+}
+
+/**
+ * Whether reads of uncached data from `storage` go O_DIRECT under 'auto': on NVMe drives, where
+ * deep queues of direct reads keep the drive busy and leave the page cache to other data; not
+ * elsewhere (virtio and SATA disks, network and RAM file systems), where the page cache's
+ * readahead streams them faster (on the virtio disk of the measurement machine: dd O_DIRECT
+ * 0.9–1.0 GB/s, buffered 1.3–1.4; docs/performance.md).
+ */
+export function coldReadsDirect(storage: StorageFacts | undefined): boolean {
+  return storage !== undefined && storage.nvme && storage.rotational !== true;
 }
 
 /** The decisions for a read of `size` bytes at `fileOffset`. */
 export interface ReadPlan {
   direct: boolean;
+  /** For a read of mostly uncached data under 'auto': the device and whether it went O_DIRECT for it. */
+  cold?: { device: string; direct: boolean };
   /** The mapped runner's piece size and claim divisor, when the mapped route takes part. */
   mapped?: { piece: number; claimDivisor: number };
 }
@@ -276,9 +292,9 @@ export interface ReadPlan {
  * decision depends on it. `mappedOut`: the mapped route is out for this read (refused for the
  * file before, or a driver without cuMemHostRegister).
  *
- * O_DIRECT under 'auto': large reads of ranges mostly not cached come from the disk either way,
- * and O_DIRECT reads them faster than the page cache's readahead (docs/performance.md) without
- * evicting other cached data.
+ * O_DIRECT under 'auto': large reads of ranges mostly not cached come from the disk either way;
+ * O_DIRECT where the drive reads them faster so ({@link coldReadsDirect}), the page cache's
+ * readahead elsewhere.
  *
  * The mapped route under 'auto': large reads into the GPU whose range is in the page cache, by
  * a pool of at most two threads (where it was measured to win). It
@@ -288,8 +304,11 @@ export interface ReadPlan {
 export function planRead(s: Readonly<Settings>, facts: ReadFacts, fileOffset: number, size: number, intoDevice: boolean, mappedOut: boolean): ReadPlan {
   let cached: number | undefined;
   const residency = () => (cached ??= facts.residency());
-  const direct = s.directIoRead === 'auto' ? size >= AUTO_DIRECT_MIN && isCold(residency()) : s.directIoRead;
+  const cold = s.directIoRead === 'auto' && size >= AUTO_DIRECT_MIN && isCold(residency());
+  const storage = cold ? facts.storage() : undefined;
+  const direct = s.directIoRead === 'auto' ? cold && coldReadsDirect(storage) : s.directIoRead;
   const plan: ReadPlan = { direct };
+  if (cold) plan.cold = { device: storage?.device ?? 'none', direct };
   if (!intoDevice || direct || mappedOut || s.mappedReads === false) return plan;
   if (fileOffset % 4096 !== 0 || size < 2 * s.taskSize) return plan;
   if (s.mappedReads === 'auto' && (s.threads > AUTO_MAPPED_MAX_THREADS || size < AUTO_MAPPED_MIN || residency() < 1)) return plan;

@@ -32,9 +32,10 @@ export interface Settings {
   bounceBufferSize: number | 'auto';
   /**
    * O_DIRECT for staged and host reads. `'auto'` (default): reads of 64 MiB or more whose range
-   * is mostly not in the page cache (sampled with mincore) bypass it, which reads a cold file
-   * faster and does not push other data out of the cache; warm data is read from the cache.
-   * `true`: always; `false`: never.
+   * is mostly not in the page cache (sampled with mincore) bypass it on NVMe drives, where deep
+   * queues of direct reads keep the drive busy and leave the cache to other data; elsewhere the
+   * page cache's readahead reads them (`route.coldReads` records which). Warm data is read from
+   * the cache. `true`: always; `false`: never.
    */
   directIoRead: boolean | 'auto';
   /** Use O_DIRECT for staged and host writes. Default false. */
@@ -265,7 +266,7 @@ export const SETTINGS_TABLE: { readonly [K in keyof Settings]: SettingSpec<K> } 
     accepts: `'auto' or a boolean (${BOOL_TEXT})`,
     parse: orAuto(parseBoolText),
     valid: isAutoOr(isBool),
-    doc: "O_DIRECT for staged and host reads; 'auto': reads of 64 MiB+ whose range is mostly uncached.",
+    doc: "O_DIRECT for staged and host reads; 'auto': reads of 64 MiB+ whose range is mostly uncached, on NVMe drives.",
   },
   directIoWrite: {
     variable: 'PENSTOCK_DIRECT_IO_WRITE',
