@@ -251,7 +251,7 @@ interface Reads {
  * first part holds this many pieces, so the pool starts soon. Ranges are cut and sorted over the
  * whole batch first, so parts split the sorted order and neighbours in a file still share a
  * pread (except across a part's edge). On the H200 machine, 10 000 random 4 KiB ranges into the
- * GPU: 1.5–1.6 M ranges/s as one part, 1.9–2.1 in parts from 2048 pieces, doubling
+ * GPU: 1.1–1.6 M ranges/s as one part, 1.9–2.1 in parts from 2048 pieces, doubling
  * (docs/performance.md).
  */
 export const BATCH_PART_PIECES = 2048;
