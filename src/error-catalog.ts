@@ -12,6 +12,7 @@ import { HOST_MEMORY_ERROR_CODES } from './memory/host-memory.js';
 import { IPC_ERROR_CODES } from './ipc/format.js';
 import { REMOTE_ERROR_CODES } from './sources/remote/errors.js';
 import { TENSOR_ERROR_CODES } from './formats/errors.js';
+import { SERVE_ERROR_CODES } from './serve/protocol.js';
 
 /** The contributing tables, by the part of penstock that throws their codes. */
 export const ERROR_CODE_TABLES = {
@@ -23,6 +24,7 @@ export const ERROR_CODE_TABLES = {
   ipc: IPC_ERROR_CODES,
   remote: REMOTE_ERROR_CODES,
   tensors: TENSOR_ERROR_CODES,
+  serve: SERVE_ERROR_CODES,
 } as const;
 
 type Tables = typeof ERROR_CODE_TABLES;

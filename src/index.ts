@@ -21,6 +21,10 @@ export { ERROR_CODES, type ErrorCode } from './error-catalog.js';
 export { PenstockError, PenstockUsageError, PenstockSystemError, CudaError, CuFileError, AbortError } from './vocabulary/errors.js';
 export type { CudaStatus, CuFileStatus, CuFileDriverProps, NativeDeviceInfo as DeviceInfo } from './addon/binding.js';
 export { exportDeviceBuffer, importDeviceBuffer, liveIpcExports, IpcExport, IPC_ERROR_CODES, parseIpcHandle, encodeIpcHandle, type IpcHandle, type IpcImportOptions } from './ipc/handles.js';
+export {
+  startServer, ServeDaemon, connectServer, ServeClient, ServedTensorSet, ResidentSets, defaultSocketPath, SERVE_ERROR_CODES, SERVE_PROTOCOL_VERSION,
+  type ServeOptions, type ServeBudget, type ResidentSetInfo, type SetSpec, type NormalSpec, type WireRows,
+} from './serve/index.js';
 export { buildTensorManifest, exportTensorSet, openTensorManifest, parseTensorManifest, TensorSetExport, ImportedTensorSet, type ExportTensorSetOptions, type TensorRecord, type TensorManifest, type ManifestTensor, type OpenedTensor } from './ipc/manifest.js';
 export * from './sources/remote/index.js';
 export * from './tensors/index.js';

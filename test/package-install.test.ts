@@ -83,7 +83,7 @@ describe('the packed package', { skip }, () => {
 
   it('holds the binaries, the licence and the changelog, and nothing stale', () => {
     const binaries = ['linux-x64', 'linux-arm64'].map((t) => `prebuilds/${t}/penstock.glibc.node`).filter((f) => fs.existsSync(path.join(repoRoot, f)));
-    for (const f of [...binaries, 'LICENSE', 'CHANGELOG.md', 'README.md', 'dist/binding.gyp', 'scripts/build-addon.mjs', 'dist/src/index.js', 'dist/src/index.d.ts'])
+    for (const f of [...binaries, 'LICENSE', 'CHANGELOG.md', 'README.md', 'dist/binding.gyp', 'scripts/build-addon.mjs', 'dist/src/index.js', 'dist/src/index.d.ts', 'python/penstock_client.py', 'docs/serve.md'])
       assert.ok(packed.includes(f), `${f} is in the package`);
     assert.deepEqual(packed.filter((f) => (f.startsWith('docs/') && !/^docs\/[\w.-]+\.md$/.test(f)) || f.startsWith('bench/') || f.startsWith('build/') || f.startsWith('dist/test')), []);
     // Every source map must point at a source that ships too.
@@ -126,6 +126,13 @@ describe('the packed package', { skip }, () => {
     assert.match(info.stdout, /^ {2}taskSize +4 MiB$/m);
     const version = sh(path.join(app, 'node_modules/.bin/penstock'), ['--version'], { cwd: app, env });
     assert.equal(version.stdout.trim(), (JSON.parse(fs.readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version);
+  });
+
+  it('tells where its Python client is (penstock python-path)', () => {
+    const r = sh(path.join(app, 'node_modules/.bin/penstock'), ['python-path'], { cwd: app, env: bareEnv() });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(fs.realpathSync(r.stdout.trim()), fs.realpathSync(path.join(app, 'node_modules/penstock/python')));
+    assert.ok(fs.existsSync(path.join(r.stdout.trim(), 'penstock_client.py')));
   });
 
   it('can be required from CommonJS (Node.js 20.19 and later)', { skip: !process.features.require_module && 'this Node.js has no require(esm)' }, () => {

@@ -143,6 +143,48 @@ With --verify every tensor is hashed (sha256) from the memory it landed in and f
   load: async () => (await import('./load.js')).runLoadCli,
 };
 
+const serve: CommandSpec = {
+  name: 'serve',
+  summary: 'keep checkpoints resident on the GPU and hand them to other processes',
+  usage: ['[--socket PATH] [--budget SIZE|N%] [--preload SPEC]...'],
+  description: `Runs a daemon that keeps tensor sets resident in GPU memory and hands them to other processes (Node through connectServer, PyTorch through the Python client of 'penstock python-path') over a Unix socket, through CUDA IPC: a set is loaded on its first request and mapped by later ones without a copy. Sets nobody holds are evicted least recently used first when a load needs room under the budget.
+
+It runs until SIGINT or SIGTERM (exit status 130 or 143); its socket is then removed, and its GPU memory goes with the process. The socket's folder is made with mode 0700 when missing and must be this user's alone; peers of other users are refused unless allowed.`,
+  options: [
+    { name: 'socket', value: 'PATH', help: 'where to listen (default $XDG_RUNTIME_DIR/penstock/serve.sock, else /tmp/penstock-<uid>/serve.sock)' },
+    { name: 'budget', value: 'SIZE|N%', help: 'GPU memory the sets may fill on each GPU (default 90%)' },
+    { name: 'preload', value: 'SPEC', repeatable: true, help: 'load a set before serving: a path or URL, several joined by commas, or a JSON set spec such as {"path":"/m/model.safetensors","device":1}' },
+    { name: 'allow-uid', value: 'UID', repeatable: true, help: 'also serve processes of this user id' },
+    { name: 'log-json', help: 'log one JSON object per line on stdout' },
+  ],
+  examples: ['penstock serve --budget 80% --preload /models/llama/index.json', 'PYTHONPATH=$(penstock python-path) python3 -c "import penstock_client"'],
+  load: async () => (await import('./commands/serve.js')).runServeCli,
+};
+
+const serveStatus: CommandSpec = {
+  name: 'serve-status',
+  summary: 'what a running "penstock serve" holds: sets, bytes, leases, hits',
+  usage: ['[--socket PATH] [--evict ID | --evict-idle]'],
+  description: `Lists the tensor sets a running 'penstock serve' holds in GPU memory: each set's id, GPU, bytes, leases, hits, load time and state, and the daemon's totals and per-GPU memory.`,
+  options: [
+    { name: 'socket', value: 'PATH', help: "the daemon's socket (default as for penstock serve)" },
+    { name: 'evict', value: 'ID', help: 'evict the set with this id or key (refused while it is leased)' },
+    { name: 'evict-idle', help: 'evict every set nobody holds' },
+    S.json,
+  ],
+  load: async () => (await import('./commands/serve-status.js')).runServeStatusCli,
+};
+
+const pythonPath: CommandSpec = {
+  name: 'python-path',
+  summary: 'the folder of the Python client of "penstock serve"',
+  usage: [''],
+  description: `Prints the folder holding penstock_client.py, the Python client of 'penstock serve', for PYTHONPATH.`,
+  options: [],
+  examples: ['PYTHONPATH=$(penstock python-path) python3 -c "import penstock_client"'],
+  load: async () => (await import('./commands/python-path.js')).runPythonPathCli,
+};
+
 const version: CommandSpec = {
   name: 'version',
   summary: 'the version of penstock (also -V, --version)',
@@ -153,7 +195,7 @@ const version: CommandSpec = {
 };
 
 /** Every command, in the order `penstock help` lists them. A new command is one more entry. */
-export const COMMANDS: readonly CommandSpec[] = [demo, doctor, bench, info, inspect, load, version];
+export const COMMANDS: readonly CommandSpec[] = [demo, doctor, bench, info, inspect, load, serve, serveStatus, pythonPath, version];
 
 /** The command called `name`, if there is one. */
 export function findCommand(name: string): CommandSpec | undefined {

@@ -39,6 +39,7 @@ export const OPTION_KEYS = {
   'planLoad': ['filter', 'rows', 'coalesceGap', 'alignElements'],
   'verifyTensorSet': ['openSource'],
   'exportTensorSet': ['metadata'],
+  'startServer': ['socket', 'budget', 'preload', 'allowUids', 'maxRequestBytes', 'log'],
 } as const satisfies Record<string, readonly string[]>;
 
 /** A function that takes checked options. */

@@ -324,6 +324,8 @@ export interface NativeAddon {
   residency(fd: number, offset: number, length: number, samples: number): number;
   /** posix_fadvise(DONTNEED) over the whole file. */
   dropCache(fd: number): void;
+  /** getsockopt(SO_PEERCRED) of a connected Unix socket: the peer's pid, uid and gid at connect time. */
+  peerCredentials(fd: number): NativePeerCredentials;
   /** Whether the driver has the CUDA IPC entry points; `missing` names those it lacks. */
   ipcStatus(): { available: boolean; missing?: string };
   /** A random id of this process (32 hexadecimal digits), the same in every worker thread. */
@@ -363,6 +365,13 @@ export interface NativeAddon {
   keptBytes(): number;
 }
 
+/** The process at the other end of a Unix socket, as the kernel recorded it at connect time. */
+export interface NativePeerCredentials {
+  pid: number;
+  uid: number;
+  gid: number;
+}
+
 /** A read of kept pages on the pool (kept_pages.cc). */
 export interface NativeKeptSpec {
   id: number;
@@ -395,7 +404,7 @@ export const NATIVE_FUNCTIONS = [
   'setThreads', 'poolInfo', 'cudaLoad', 'cudaWarmup', 'cudaStatus', 'deviceInfo', 'devicePrepare', 'deviceFill', 'deviceAlloc', 'deviceFree',
   'pointerInfo', 'memGetInfo', 'copyHostToDevice', 'copyDeviceToHost', 'pinnedAlloc', 'pinnedFree', 'pinnedBytes',
   'cufileLoad', 'cufileStatus', 'cufileDriverOpen', 'cufileDriverOpenAsync', 'cufileRegister', 'cufileDeregister', 'cufileStats', 'submit',
-  'inflight', 'residency', 'dropCache', 'ipcStatus', 'ipcProcessId', 'ipcPointerFacts', 'ipcGetMemHandle',
+  'inflight', 'residency', 'dropCache', 'peerCredentials', 'ipcStatus', 'ipcProcessId', 'ipcPointerFacts', 'ipcGetMemHandle',
   'ipcOpenMemHandle', 'ipcCloseMemHandle', 'deviceByPciBusId', 'submitBatch', 'readCached', 'readCachedToDevice',
   'readKept', 'submitKept', 'keptRelease', 'keptBytes',
 ] as const;
@@ -433,6 +442,7 @@ export const NATIVE_RESULT_FIELDS = {
   pointerInfo: { device: 'required', base: 'required', size: 'required' } satisfies NativeFieldPresence<ReturnType<NativeAddon['pointerInfo']>>,
   memGetInfo: { free: 'required', total: 'required' } satisfies NativeFieldPresence<ReturnType<NativeAddon['memGetInfo']>>,
   poolInfo: { threads: 'required' } satisfies NativeFieldPresence<ReturnType<NativeAddon['poolInfo']>>,
+  peerCredentials: { pid: 'required', uid: 'required', gid: 'required' } satisfies NativeFieldPresence<NativePeerCredentials>,
   ipcStatus: { available: 'required', missing: 'optional' } satisfies NativeFieldPresence<ReturnType<NativeAddon['ipcStatus']>>,
   ipcPointerFacts: { rangeStart: 'optional', rangeSize: 'optional', legacyIpcCapable: 'optional', fromPool: 'optional' } satisfies NativeFieldPresence<NativeIpcPointerFacts>,
   op: { promise: 'required', id: 'required', cancel: 'required' } satisfies NativeFieldPresence<NativeOp>,

@@ -17,6 +17,8 @@ export interface OptionSpec {
   readonly value?: string;
   /** What the option does, in one or two sentences. */
   readonly help: string;
+  /** It may be given several times; every value is kept, in order, in {@link ParsedLine.all}. */
+  readonly repeatable?: boolean;
 }
 
 /** Options parsed from a command line: strings for options with a value, `true` for flags. */
@@ -25,6 +27,8 @@ export interface ParsedLine {
   readonly values: Readonly<Record<string, string | true | undefined>>;
   /** The operands, in order. */
   readonly positionals: readonly string[];
+  /** Every value of each repeatable option, in the order given. */
+  readonly all?: Readonly<Record<string, readonly string[]>>;
 }
 
 /** The function behind a command: given its parsed command line, resolves to the exit status. */
@@ -75,6 +79,7 @@ export function allOptions(spec: CommandSpec): OptionSpec[] {
 export function parseLine(spec: CommandSpec, argv: readonly string[]): ParsedLine {
   const options = allOptions(spec);
   const values: Record<string, string | true | undefined> = {};
+  const all: Record<string, string[]> = {};
   const positionals: string[] = [];
   const byShort = new Map(options.filter((o) => o.short).map((o) => [o.short!, o]));
   const byName = new Map(options.map((o) => [o.name, o]));
@@ -103,12 +108,13 @@ export function parseLine(spec: CommandSpec, argv: readonly string[]): ParsedLin
     else if (i + 1 < argv.length) value = argv[++i];
     if (value === undefined) throw new ArgError(`--${option.name} needs a value (${option.value})`);
     values[option.name] = value;
+    if (option.repeatable) (all[option.name] ??= []).push(value);
   }
   if (!values.help && positionals.length > (spec.maxOperands ?? 0)) {
     const extra = positionals.slice(spec.maxOperands ?? 0).map((p) => `'${terminalText(p)}'`).join(' ');
     throw new ArgError(spec.maxOperands ? `too many operands: ${extra}` : `takes no operands, got ${extra}`);
   }
-  return { values, positionals };
+  return { values, positionals, all };
 }
 
 function unknownOption(spec: CommandSpec, given: string, options: readonly OptionSpec[]): ArgError {
@@ -136,7 +142,7 @@ export function wrap(text: string, width: number): string[] {
 }
 
 function optionLabel(o: OptionSpec): string {
-  return `${o.short ? `-${o.short}, ` : ''}--${o.name}${o.value ? ` ${o.value}` : ''}`;
+  return `${o.short ? `-${o.short}, ` : ''}--${o.name}${o.value ? ` ${o.value}` : ''}${o.repeatable ? '...' : ''}`;
 }
 
 /** Two-column text (a label, then its wrapped explanation), indented by two spaces. */

@@ -178,6 +178,19 @@ Napi::Value DropCacheJs(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// Who is at the other end of a Unix socket: the daemon decides from it whether to serve the peer.
+Napi::Value PeerCredentialsJs(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int64_t pid = 0, uid = 0, gid = 0;
+  int e = PeerCredentials(ArgInt(Arg(info, 0, "fd"), "fd", 0, INT32_MAX), &pid, &uid, &gid);
+  if (e) ThrowRecord(env, ErrorRecord::Os(e, "getsockopt"));
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("pid", Napi::Number::New(env, static_cast<double>(pid)));
+  out.Set("uid", Napi::Number::New(env, static_cast<double>(uid)));
+  out.Set("gid", Napi::Number::New(env, static_cast<double>(gid)));
+  return out;
+}
+
 Napi::Value Inflight(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(Instance::Get(info.Env())->Inflight()));
 }
@@ -191,6 +204,7 @@ void RegisterIo(Napi::Env env, Napi::Object exports) {
   exports.Set("inflight", Napi::Function::New(env, Inflight));
   exports.Set("residency", Napi::Function::New(env, ResidencyJs));
   exports.Set("dropCache", Napi::Function::New(env, DropCacheJs));
+  exports.Set("peerCredentials", Napi::Function::New(env, PeerCredentialsJs));
 }
 
 }  // namespace penstock

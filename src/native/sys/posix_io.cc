@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -115,6 +116,17 @@ double Residency(int fd, uint64_t offset, uint64_t length, int samples) {
 }
 
 int DropCache(int fd) { return posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); }
+
+int PeerCredentials(int fd, int64_t* pid, int64_t* uid, int64_t* gid) {
+  struct ucred cred {};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return errno;
+  if (len != sizeof(cred)) return EPROTO;
+  *pid = cred.pid;
+  *uid = cred.uid;
+  *gid = cred.gid;
+  return 0;
+}
 
 // Page-aligned scratch for host transfers through O_DIRECT (the user's buffer is rarely aligned).
 char* Scratch(size_t n) {

@@ -28,6 +28,9 @@ int ReadMaybeDirect(int fd, int directFd, char* buf, uint64_t pos, uint64_t n, c
 double Residency(int fd, uint64_t offset, uint64_t length, int samples);
 // Asks the kernel to drop the file's cached pages (posix_fadvise DONTNEED). Returns 0 or an errno.
 int DropCache(int fd);
+// The process at the other end of a connected Unix domain socket, as the kernel recorded it when
+// the connection was made (getsockopt SO_PEERCRED). Returns 0 or an errno.
+int PeerCredentials(int fd, int64_t* pid, int64_t* uid, int64_t* gid);
 
 // Page-aligned per-thread scratch of at least n bytes (nullptr when out of memory).
 char* Scratch(size_t n);
