@@ -43,6 +43,7 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(helpPage(spec));
       return EXIT.ok;
     }
+    spec.early?.(line);
     return (await spec.load())(line);
   });
 }

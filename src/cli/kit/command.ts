@@ -54,6 +54,11 @@ export interface CommandSpec {
   readonly examples?: readonly string[];
   /** Loads the command's code (only when it runs). */
   readonly load: () => Promise<CommandMain>;
+  /**
+   * Work started before the command's code loads, from its parsed line: a fresh process makes
+   * the GPU's context while the rest of penstock is imported. Never throws.
+   */
+  readonly early?: (line: ParsedLine) => void;
 }
 
 /** The exit statuses every command shares. */
