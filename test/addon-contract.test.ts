@@ -103,11 +103,18 @@ test('a batch resolves with exactly its typed fields, its timeline in order', as
       { threads: 2, hostReadMax: 1 << 20, deviceReadMax: () => 1 << 20, hostTargets: 1 },
     );
     const before = Number(process.hrtime.bigint());
-    const result = await addon.submitBatch({
+    const handle = addon.submitBatch({
       fds: Int32Array.of(fd), reads: plan.reads, pieces: plan.pieces, tasks: plan.tasks, hostTargets: [target.buffer],
       deviceTargets: new BigUint64Array(0), deviceLengths: new Float64Array(0), deviceOrdinals: new Int32Array(0),
       pieceBytes: new Float64Array(plan.pieceRange.length),
-    }).promise;
+    });
+    // A batch is a job like any operation: the same handle, and a spec read as strictly.
+    assertFields('batch handle', handle, NATIVE_RESULT_FIELDS.op);
+    assert.throws(
+      () => addon.submitBatch({ fds: Int32Array.of(fd), reads: plan.reads, pieces: plan.pieces, tasks: plan.tasks, hostTargets: [target.buffer], deviceTargets: new BigUint64Array(0), deviceLengths: new Float64Array(0), deviceOrdinals: new Int32Array(0), pieceBytes: new Float64Array(plan.pieceRange.length), ringEntries: 8 }),
+      /unknown key in the operation spec: ringEntries/,
+    );
+    const result = await handle.promise;
     const after = Number(process.hrtime.bigint());
     assertFields('batch result', result, NATIVE_RESULT_FIELDS.batchResult);
     assertFields('batch result timeline', result.timeline, NATIVE_RESULT_FIELDS.timeline);

@@ -3,11 +3,12 @@
  * codes with the same sentences, and every route has a meaning and a rank.
  */
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { repoRoot } from './helpers.js';
 import { diagnose, type PlatformFacts } from '../src/doctor/index.js';
-import { ROUTE_MEANINGS, ROUTE_RANK, compatModeOn, cufileUnavailableReason, parseBooleanWord } from '../src/vocabulary/reasons.js';
+import { REASON_CODES, ROUTE_MEANINGS, ROUTE_RANK, compatModeOn, cufileUnavailableReason, parseBooleanWord } from '../src/vocabulary/reasons.js';
 import { FileRouting } from '../src/engine/routing.js';
 import { ROUTES } from '../src/engine/stats.js';
 
@@ -43,5 +44,19 @@ describe('routes and reasons', () => {
     for (const w of ['1', 'true', 'YES', 'on']) assert.equal(parseBooleanWord(w), true);
     for (const w of ['0', 'False', 'no', 'OFF']) assert.equal(parseBooleanWord(w), false);
     assert.equal(parseBooleanWord('maybe'), undefined);
+  });
+
+  test('every fallback reason is written in the vocabulary alone: no other source file makes a code of its own', () => {
+    const src = path.join(repoRoot, 'src');
+    const files = (fs.readdirSync(src, { recursive: true }) as string[]).filter((f) => f.endsWith('.ts'));
+    const offenders: string[] = [];
+    for (const f of files) {
+      // The doctor compares codes (it predicts the same causes); the vocabulary defines them.
+      if (f.startsWith(`doctor${path.sep}`) || f === path.join('vocabulary', 'reasons.ts')) continue;
+      const text = fs.readFileSync(path.join(src, f), 'utf8');
+      for (const m of text.matchAll(/\bcode:\s*'([A-Z][A-Z0-9_]*)'\s*,\s*message:/g)) offenders.push(`${f}: ${m[1]}`);
+      for (const code of Object.keys(REASON_CODES)) if (text.includes(`'${code}'`)) offenders.push(`${f}: ${code}`);
+    }
+    assert.deepEqual(offenders, []);
   });
 });

@@ -4,14 +4,14 @@
  */
 import fs from 'node:fs';
 import { promisify } from 'node:util';
-import { native, type NativeOp, type NativeOpSpec, type NativeOpResult } from '../addon/binding.js';
+import { native, type NativeOpSpec, type NativeOpResult } from '../addon/binding.js';
 import type { CompatMode } from '../settings/config.js';
 import { DeviceBuffer } from '../memory/device-buffer.js';
 import { AbortError, fromNative, systemError, usage } from '../vocabulary/errors.js';
 import { hostRegion, type HostMemory } from '../memory/host-memory.js';
 import { Lifetime } from '../memory/lifetime.js';
 import { progressOf, transferOptions, type TransferOptions, type ReadOptions, type WriteOptions, type ValidOptions } from './transfer-options.js';
-import { FileRouting, type FileRoute, type RouteReason } from './routing.js';
+import { FileRouting, type FileRoute } from './routing.js';
 import { currentSettings, cudaStatus, ensurePool } from '../addon/runtime.js';
 import { anyDevicePrepared, prepareDevice } from '../addon/gpu-preparation.js';
 import { cufileEvidence } from '../addon/cufile-driver.js';
@@ -19,7 +19,8 @@ import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type R
 import { readCached, readCachedToDevice } from './inline-read.js';
 import { KeptFile } from './kept-pages.js';
 import { readKept } from './kept-read.js';
-import type { Reason } from '../vocabulary/reasons.js';
+import { runRecorded, settleInline } from './runner.js';
+import { directIoRefusedPieces, directIoUnavailable, mappedRefused, type Reason } from '../vocabulary/reasons.js';
 import { cufileSpec, hostSpec, stagedSpec, type SpecBase } from './op-spec.js';
 import { planRead, readsInline, readsInlineToDevice } from '../plan/transfer-plan.js';
 import { readFactsOf, residencyOf } from './read-facts.js';
@@ -96,8 +97,8 @@ export class PenstockFile {
   #fd: number;
   #directFd: number | undefined;
   #resources: FileResources;
-  #directRefused: RouteReason | undefined;
-  #mappedRefused: RouteReason | undefined;
+  #directRefused: Reason | undefined;
+  #mappedRefused: Reason | undefined;
   #inlineUnsupported = false;
   #routing: FileRouting;
   #kept = new KeptFile();
@@ -326,45 +327,12 @@ export class PenstockFile {
     const rec = recordOf(route, device, { bytes, tasks: 1, peakTasks: 1, routeShare: { tasks: 1, bytes, busyNs: ns, ioNs: ns, waitNs: 0 } }, false, false);
     rec.inline = true;
     if (helped !== undefined) rec.helpedPieces = helped;
-    this.#count(rec);
-    if (!onProgress) return Promise.resolve(rec);
-    // Progress comes after the call returns, as it does from the pool.
-    return Promise.resolve().then(() => {
-      try {
-        onProgress(bytes);
-      } catch (err) {
-        queueMicrotask(() => {
-          throw err;
-        });
-      }
-      return rec;
-    });
+    return settleInline(rec, (r) => this.#count(r), onProgress);
   }
 
-  async #run(
-    spec: NativeOpSpec,
-    signal: AbortSignal | undefined,
-    record: (r: NativeOpResult | undefined, failed: boolean) => OpRecord,
-  ): Promise<OpRecord> {
-    let op: NativeOp;
-    try {
-      op = native().submit(spec);
-    } catch (err) {
-      throw fromNative(err, this.path);
-    }
-    const onAbort = () => op.cancel();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    try {
-      const r = await op.promise;
-      return this.#count(record(r, false));
-    } catch (err) {
-      this.#count(record(undefined, true));
-      const e = fromNative(err, this.path);
-      if (e instanceof AbortError && signal?.reason !== undefined) throw new AbortError(undefined, { cause: signal.reason });
-      throw e;
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-    }
+  /** Runs `spec` on the pool (runner.ts), its record made by `record` and counted here. */
+  #run(spec: NativeOpSpec, signal: AbortSignal | undefined, record: (r: NativeOpResult | undefined, failed: boolean) => OpRecord): Promise<OpRecord> {
+    return runRecorded(() => native().submit(spec), signal, this.path, record, (rec) => this.#count(rec));
   }
 
   /**
@@ -377,18 +345,10 @@ export class PenstockFile {
     const rec = recordOf(route, device, r, failed, direct && !fellBack);
     if (fellBack) {
       const why = fromNative(fellBack.record);
-      this.#directRefused ??= {
-        code: 'DIRECT_IO_REFUSED',
-        message: `The file system refused O_DIRECT for ${fellBack.pieces} piece(s) of a transfer (${(why as { code?: string }).code ?? 'error'}): those went through the page cache.`,
-      };
+      this.#directRefused ??= directIoRefusedPieces(fellBack.pieces, (why as { code?: string }).code ?? 'error');
     }
     const e = r?.mapped?.error;
-    if (e) {
-      rec.mappedFallback = this.#mappedRefused ??= {
-        code: 'MAPPED_REFUSED',
-        message: `The GPU could not copy straight from this file's page cache (${e.code ?? 'ERROR'}: ${e.message}); penstock's staged path carries its reads instead.`,
-      };
-    }
+    if (e) rec.mappedFallback = this.#mappedRefused ??= mappedRefused(e.code ?? 'ERROR', e.message);
     return rec;
   }
 
@@ -419,11 +379,7 @@ export class PenstockFile {
       why = (err as NodeJS.ErrnoException).code ?? 'error';
       fd = -1;
     }
-    if (why !== undefined)
-      this.#directRefused = {
-        code: 'DIRECT_IO_REFUSED',
-        message: `O_DIRECT could not be used for this file (${why}): buffered I/O is used instead.`,
-      };
+    if (why !== undefined) this.#directRefused = directIoUnavailable(why);
     this.#directFd = fd;
     if (fd >= 0) this.#resources.fds.push(fd);
     return fd;

@@ -9,7 +9,7 @@
 import { performance } from 'node:perf_hooks';
 import { native } from '../addon/binding.js';
 import type { Settings } from '../settings/config.js';
-import type { Reason } from '../vocabulary/reasons.js';
+import { keptPagesNotCached, keptPagesPastEnd, keptPagesRecent, keptPagesRefused, keptPagesStale, type Reason } from '../vocabulary/reasons.js';
 
 const KiB = 1024;
 const MiB = KiB * KiB;
@@ -93,35 +93,12 @@ export interface KeptPlan {
   issue: boolean;
 }
 
-/** The codes with which the addon refuses a kept read before any byte moves, and what each means. */
+/** The codes with which the addon refuses a kept read before any byte moves, and the reason each is. */
 const KEPT_REFUSALS: Record<string, () => Reason> = {
-  ERR_PENSTOCK_KEPT_STALE: () => ({
-    code: 'KEPT_PAGES_STALE',
-    message: "The file's size or times changed since this range's pages were registered, so they may no longer be the file's: they were released and the range was read again through staging.",
-  }),
-  ERR_PENSTOCK_KEPT_RECENT: () => ({
-    code: 'KEPT_PAGES_RECENT',
-    message: `The file changed less than ${KEPT_SETTLE_MS} ms ago, too recently for a later change to be seen in its times, so this range's pages were not kept; the range was read through staging.`,
-  }),
-  ERR_PENSTOCK_KEPT_PAST_END: () => ({
-    code: 'KEPT_PAGES_PAST_END',
-    message: 'The file no longer holds the whole range, so its pages were not kept; the range was read through staging.',
-  }),
+  ERR_PENSTOCK_KEPT_STALE: keptPagesStale,
+  ERR_PENSTOCK_KEPT_RECENT: () => keptPagesRecent(KEPT_SETTLE_MS),
+  ERR_PENSTOCK_KEPT_PAST_END: keptPagesPastEnd,
 };
-
-/** The reason a range read again was not kept: its pages are not all in the page cache. */
-const NOT_CACHED: Reason = {
-  code: 'KEPT_PAGES_NOT_CACHED',
-  message: 'This range was read before, but not all of its pages are in the page cache, so they were not kept: pinning them would first read them from storage, a page at a time, and hold them in memory; the range was read the usual way.',
-};
-
-/** The reason a registration failed for, which stops this file from trying again. */
-function refusedReason(code: string, message: string): Reason {
-  return {
-    code: 'KEPT_PAGES_REFUSED',
-    message: `This file's pages could not be kept registered (${code}: ${message}); its reads go through staging.`,
-  };
-}
 
 /** One open file's kept ranges and the reads that may lead to more. */
 export class KeptFile {
@@ -156,7 +133,7 @@ export class KeptFile {
     }
     const bytes = pinnedSpan(fileOffset, size);
     if (bytes > s.keptPagesMax || performance.now() < this.#notBefore) return undefined;
-    if (residency() < 1) return NOT_CACHED;
+    if (residency() < 1) return keptPagesNotCached();
     trimKeptPages(s.keptPagesMax - bytes);
     if (keptTotal + bytes > s.keptPagesMax) return undefined;  // the rest are in flight
     const e: KeptEntry = { id: nextId++, owner: this, fileOffset, size, bytes, ready: false };
@@ -187,7 +164,7 @@ export class KeptFile {
     }
     // What the pages themselves can fail at: being mapped, or being pinned.
     if (p.keep && (syscall === 'mmap' || call === 'cuMemHostRegister' || code === 'ERR_PENSTOCK_MAPPED_UNAVAILABLE'))
-      return (this.refused = refusedReason(String(code), String(message)));
+      return (this.refused = keptPagesRefused(String(code), String(message)));
     return undefined;
   }
 

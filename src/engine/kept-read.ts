@@ -5,12 +5,13 @@
  * could not be pinned) hands back the reason, and the caller reads the range the usual way.
  */
 import { performance } from 'node:perf_hooks';
-import { native, type NativeOpResult } from '../addon/binding.js';
+import { native } from '../addon/binding.js';
 import type { Settings } from '../settings/config.js';
 import { AbortError, fromNative } from '../vocabulary/errors.js';
 import { KEPT_SETTLE_NS, keptTaskSize, type KeptFile, type KeptPlan } from './kept-pages.js';
 import type { Reason } from '../vocabulary/reasons.js';
 import { recordOf, type OpRecord } from './stats.js';
+import { runJob, settleInline } from './runner.js';
 
 const EBUSY = 16;
 
@@ -43,42 +44,30 @@ export async function readKept(s: Readonly<Settings>, file: KeptFile, plan: Kept
       const rec = recordOf('mapped-device', r.device, { bytes: got, tasks: 1, peakTasks: 1, routeShare: { tasks: 1, bytes: got, busyNs: ns, ioNs: 0, waitNs: ns } }, false, false);
       rec.inline = true;
       rec.kept = 'reused';
-      count(rec);
-      // Progress comes after the call returns, as it does from the pool.
-      await Promise.resolve();
-      r.onProgress?.(got);
-      return rec;
+      return settleInline(rec, count, r.onProgress);
     }
     if (got !== -EBUSY) return refused(file, plan, new Error(`readKept gave ${got}`), r.device, count);
     // Another thread holds the inline stream: the pool reads it.
   }
-  let op;
-  try {
-    op = native().submitKept({
-      id: plan.id, keep: plan.keep, issue: plan.issue, fd: r.fd, fileOffset: r.fileOffset, size: r.size, taskSize: keptTaskSize(r.size), device: r.device, devicePtr: r.devicePtr,
-      settleNs: KEPT_SETTLE_NS, ...(r.onProgress ? { progress: r.onProgress } : {}),
-    });
-  } catch (err) {
-    return refused(file, plan, fromNative(err), r.device, count);
-  }
-  const onAbort = () => op.cancel();
-  r.signal?.addEventListener('abort', onAbort, { once: true });
-  let result: NativeOpResult;
-  try {
-    result = await op.promise;
-  } catch (err) {
-    const e = fromNative(err);
-    if (e instanceof AbortError) {
-      file.failed(plan, e);
+  const out = await runJob(
+    () =>
+      native().submitKept({
+        id: plan.id, keep: plan.keep, issue: plan.issue, fd: r.fd, fileOffset: r.fileOffset, size: r.size, taskSize: keptTaskSize(r.size), device: r.device, devicePtr: r.devicePtr,
+        settleNs: KEPT_SETTLE_NS, ...(r.onProgress ? { progress: r.onProgress } : {}),
+      }),
+    r.signal,
+  );
+  if (!out.ok) {
+    // An abort is the read's own end; anything else may be a reason to read the usual way.
+    if (out.submitted && out.error instanceof AbortError) {
+      file.failed(plan, out.error);
       count(recordOf('mapped-device', r.device, undefined, true, false));
-      throw r.signal?.reason !== undefined ? new AbortError(undefined, { cause: r.signal.reason }) : e;
+      throw out.error;
     }
-    return refused(file, plan, e, r.device, count);
-  } finally {
-    r.signal?.removeEventListener('abort', onAbort);
+    return refused(file, plan, out.error, r.device, count);
   }
   file.succeeded(plan);
-  const rec = recordOf('mapped-device', r.device, result, false, false);
+  const rec = recordOf('mapped-device', r.device, out.results[0], false, false);
   rec.kept = plan.keep ? 'registered' : 'reused';
   return count(rec);
 }

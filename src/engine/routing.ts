@@ -6,20 +6,11 @@
 import { native } from '../addon/binding.js';
 import type { CompatMode } from '../settings/config.js';
 import { CuFileError, PenstockError } from '../vocabulary/errors.js';
-import { compatModeOn, handleRefusalSentence } from '../vocabulary/reasons.js';
+import { compatModeOn, cufileHandleRefused, type Reason } from '../vocabulary/reasons.js';
 import { cufileAccess } from '../addon/cufile-driver.js';
 
-/** A fallback explained: a stable code and a sentence for people. */
-export interface RouteReason {
-  /** A stable code, e.g. `CUFILE_HANDLE_REFUSED`. */
-  code: string;
-  /** The reason in a sentence, with what to do about it. */
-  message: string;
-  /** cuFile's status name and number, when cuFile said no. */
-  cufileCode?: string;
-  /** cuFile's numeric status, where cuFile refused. */
-  cufileNumber?: number;
-}
+/** A fallback explained: the one Reason of the vocabulary (reasons.ts), under the name the routes give it. */
+export type RouteReason = Reason;
 
 /** Where a file's device I/O goes. */
 export interface FileRoute {
@@ -107,7 +98,7 @@ export class FileRouting {
         this.#route = {
           device: 'posix-device',
           compatMode: this.#route.compatMode,
-          reason: { code: 'CUFILE_HANDLE_REFUSED', message: handleRefusalSentence(code, num), cufileCode: code, cufileNumber: num },
+          reason: cufileHandleRefused(code, num),
         };
       }
     }

@@ -6,7 +6,7 @@ import type { CuFileEvidence } from '../addon/cufile-driver.js';
 import type { NativeOpResult } from '../vocabulary/native-contract.js';
 
 export type { Route } from '../vocabulary/reasons.js';
-import type { Route } from '../vocabulary/reasons.js';
+import type { Reason, Route } from '../vocabulary/reasons.js';
 
 /** Every route, in the order reports list them. */
 export const ROUTES: readonly Route[] = ['gds', 'cufile-compat', 'cufile-unknown', 'posix-device', 'mapped-device', 'posix-host'];
@@ -86,7 +86,7 @@ export interface OpRecord extends WorkShare {
   /** The share that the GPU copied straight out of page-cache pages (route `mapped-device`). */
   mapped?: WorkShare;
   /** Why the mapped share stopped early, or could not start. */
-  mappedFallback?: { code: string; message: string };
+  mappedFallback?: Reason;
   /**
    * A read of kept pages (route `mapped-device`, see the `keptPagesMax` setting): `'registered'`
    * when this read registered its range's pages and kept them, `'reused'` when it copied from
@@ -94,7 +94,7 @@ export interface OpRecord extends WorkShare {
    */
   kept?: 'registered' | 'reused';
   /** Why this read went the usual way although it was to read (or keep) kept pages. */
-  keptFallback?: { code: string; message: string };
+  keptFallback?: Reason;
   /**
    * The read was gathered: its tasks filled one pinned stage, which went to the GPU in this many
    * copies, in order, on one stream (absent: each task copied through its thread's bounce half).

@@ -1,7 +1,7 @@
 /**
  * How a batch of ranges is read: which ranges share one pread, in what order reads are staged,
  * and how reads are grouped into tasks. Pure planning over plain numbers; native code
- * (batch_op.cc) carries the plan out and checks every index and length of it again.
+ * (batch_read.cc) carries the plan out and checks every index and length of it again.
  */
 
 import { sortByKeys } from './key-sort.js';
@@ -109,7 +109,7 @@ export interface PlanLimits {
   coalesceGap?: number;
 }
 
-/** The plan, in the record layout batch_op.cc reads. */
+/** The plan, in the record layout batch_bindings.cc reads. */
 export interface BatchPlan {
   /** 7 numbers per read: file, fileOffset, length, firstPiece, pieces, directTarget (-1: staged), directOffset. */
   reads: Float64Array;

@@ -266,9 +266,10 @@ export interface NativeBatchResult {
   ringError: NativeErrorRecord | null;
 }
 
-export interface NativeOp {
-  promise: Promise<NativeOpResult>;
-  /** The operation's id within this environment (what `cancel` goes by). */
+/** The handle of every job the addon starts (an operation or a batch): one shape, one `cancel`. */
+export interface NativeOp<Result = NativeOpResult> {
+  promise: Promise<Result>;
+  /** The job's id within this environment (what `cancel` goes by). */
   id: number;
   /** Cancels the operation: called as a method of this handle (one function serves them all). */
   cancel(): void;
@@ -318,7 +319,7 @@ export interface NativeAddon {
   cufileDeregister(handle: number): void;
   cufileStats(): CuFileGpuCounters[] | null;
   submit(spec: NativeOpSpec): NativeOp;
-  /** Operations started and not yet settled, process-wide. */
+  /** Jobs (operations and batches) started in this environment and not yet settled. */
   inflight(): number;
   /** Fraction of sampled pages of a file range (the part inside the file) in the page cache, or -1. */
   residency(fd: number, offset: number, length: number, samples: number): number;
@@ -338,8 +339,8 @@ export interface NativeAddon {
   ipcCloseMemHandle(ordinal: number, ptr: bigint): void;
   /** cuDeviceGetByPCIBusId: the ordinal of the GPU at that bus id in this process. */
   deviceByPciBusId(busId: string): number;
-  /** Starts a batched read (batch-read.ts builds the spec; batch_op.cc checks it again). */
-  submitBatch(spec: object): { promise: Promise<NativeBatchResult>; cancel(): void };
+  /** Starts a batched read (batch-read.ts builds the spec; batch_bindings.cc checks it again). */
+  submitBatch(spec: object): NativeOp<NativeBatchResult>;
   /** One preadv2(RWF_NOWAIT) on the calling thread into `view` at `viewOffset`: bytes read, or -errno. */
   readCached(fd: number, view: ArrayBuffer | SharedArrayBuffer | ArrayBufferView, viewOffset: number, size: number, fileOffset: number): number;
   /**

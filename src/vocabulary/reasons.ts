@@ -1,8 +1,9 @@
 /**
  * One vocabulary of routes and fallback reasons, shared by the runtime (which records why a
- * file's device I/O was staged) and the doctor (which predicts it). Each code is defined here
- * once, with the sentence that explains it, so that a prediction and a record of the same cause
- * read alike.
+ * read or a file went another way than it could have) and the doctor (which predicts it). Every
+ * fallback code is defined here once (REASON_CODES), with the function that writes its sentence,
+ * so that a prediction and a record of the same cause read alike, and a record can carry no
+ * code that is not in the vocabulary.
  */
 import type { CudaStatus, CuFileStatus, NativeErrorRecord } from './native-contract.js';
 
@@ -51,10 +52,37 @@ export const ROUTE_REASON_CODES = {
 
 export type RouteReasonCode = keyof typeof ROUTE_REASON_CODES;
 
-/** A reason: its code and the sentence to act on. */
+/**
+ * Every code a fallback can be recorded with, each with its meaning: why a file's device I/O does
+ * not go through cuFile (ROUTE_REASON_CODES), and why a read, or part of one, went another way
+ * than planned.
+ */
+export const REASON_CODES = {
+  ...ROUTE_REASON_CODES,
+  DIRECT_IO_REFUSED: 'the file system refused O_DIRECT: buffered I/O carried the transfer (or those pieces of it)',
+  MAPPED_REFUSED: "the GPU could not copy straight from the file's page-cache pages: the staged path carries its reads",
+  KEPT_PAGES_STALE: "the file changed since its kept pages were registered: they were released and the range read through staging",
+  KEPT_PAGES_RECENT: 'the file changed too recently for its pages to be kept: the range was read through staging',
+  KEPT_PAGES_PAST_END: 'the file no longer holds the whole range: its pages were not kept',
+  KEPT_PAGES_NOT_CACHED: 'not all of the range is in the page cache: its pages were not kept',
+  KEPT_PAGES_REFUSED: "the file's pages could not be registered: its reads go through staging",
+  IO_URING_UNAVAILABLE: "io_uring could not be used: a batch's reads went by one pread each",
+  COPY_BATCH_UNAVAILABLE: "the CUDA driver has no cuMemcpyBatchAsync: a batch's copies went one call each",
+} as const;
+
+/** A fallback's code: one of REASON_CODES. */
+export type ReasonCode = keyof typeof REASON_CODES;
+
+/** A fallback explained: a stable code and a sentence for people, with what to do about it. */
 export interface Reason {
-  code: string;
+  /** A stable code from REASON_CODES, e.g. `CUFILE_HANDLE_REFUSED`. */
+  code: ReasonCode;
+  /** The reason in a sentence, with what to do about it. */
   message: string;
+  /** cuFile's status name, where cuFile refused the file. */
+  cufileCode?: string;
+  /** cuFile's numeric status, where cuFile refused the file. */
+  cufileNumber?: number;
 }
 
 /** A sentence saying why device memory cannot be used, or undefined when it can. */
@@ -189,4 +217,64 @@ export function parseBooleanWord(v: string): boolean | undefined {
   if (/^(1|true|yes|on)$/i.test(v)) return true;
   if (/^(0|false|no|off)$/i.test(v)) return false;
   return undefined;
+}
+
+/** cuFileHandleRegister refused the file: its status name and number, and what it means. */
+export function cufileHandleRefused(code: string, num: number): Reason {
+  return { code: 'CUFILE_HANDLE_REFUSED', message: handleRefusalSentence(code, num), cufileCode: code, cufileNumber: num };
+}
+
+/** The O_DIRECT descriptor could not be had (`why`: the open's error code, or what was wrong). */
+export function directIoUnavailable(why: string): Reason {
+  return { code: 'DIRECT_IO_REFUSED', message: `O_DIRECT could not be used for this file (${why}): buffered I/O is used instead.` };
+}
+
+/** The file system refused O_DIRECT for `pieces` pieces of a transfer (`code`: its error), which went buffered. */
+export function directIoRefusedPieces(pieces: number, code: string): Reason {
+  return {
+    code: 'DIRECT_IO_REFUSED',
+    message: `The file system refused O_DIRECT for ${pieces} piece(s) of a transfer (${code}): those went through the page cache.`,
+  };
+}
+
+/** The mapped share (the GPU copying from page-cache pages) was refused with `code`: `message`. */
+export function mappedRefused(code: string, message: string): Reason {
+  return {
+    code: 'MAPPED_REFUSED',
+    message: `The GPU could not copy straight from this file's page cache (${code}: ${message}); penstock's staged path carries its reads instead.`,
+  };
+}
+
+/** Kept pages whose file changed since they were registered. */
+export function keptPagesStale(): Reason {
+  return {
+    code: 'KEPT_PAGES_STALE',
+    message: "The file's size or times changed since this range's pages were registered, so they may no longer be the file's: they were released and the range was read again through staging.",
+  };
+}
+
+/** A file changed less than `settleMs` ago: its pages are not kept yet. */
+export function keptPagesRecent(settleMs: number): Reason {
+  return {
+    code: 'KEPT_PAGES_RECENT',
+    message: `The file changed less than ${settleMs} ms ago, too recently for a later change to be seen in its times, so this range's pages were not kept; the range was read through staging.`,
+  };
+}
+
+/** The file no longer holds the whole range to keep. */
+export function keptPagesPastEnd(): Reason {
+  return { code: 'KEPT_PAGES_PAST_END', message: 'The file no longer holds the whole range, so its pages were not kept; the range was read through staging.' };
+}
+
+/** A range read again whose pages are not all in the page cache. */
+export function keptPagesNotCached(): Reason {
+  return {
+    code: 'KEPT_PAGES_NOT_CACHED',
+    message: 'This range was read before, but not all of its pages are in the page cache, so they were not kept: pinning them would first read them from storage, a page at a time, and hold them in memory; the range was read the usual way.',
+  };
+}
+
+/** A registration failed with `code`: `message`; the file keeps nothing more. */
+export function keptPagesRefused(code: string, message: string): Reason {
+  return { code: 'KEPT_PAGES_REFUSED', message: `This file's pages could not be kept registered (${code}: ${message}); its reads go through staging.` };
 }

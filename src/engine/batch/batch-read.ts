@@ -5,7 +5,7 @@
  * copied over in as few copies as their targets allow. The building block for data loaders that
  * fetch thousands of samples at once: per range it costs a pread, not an operation.
  */
-import { native, type NativeAddon, type NativeBatchResult } from '../../addon/binding.js';
+import { native, type NativeBatchResult } from '../../addon/binding.js';
 import { BATCH_PART_PIECES, BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, COPY_BATCH_MAX, COPY_BATCH_MIN, planColumns, planParts, type BatchPlan, type PlanColumns } from '../../plan/batch-plan.js';
 import { DeviceBuffer } from '../../memory/device-buffer.js';
 import { AbortError, fromNative, usage } from '../../vocabulary/errors.js';
@@ -16,6 +16,7 @@ import { bounceBytes, cudaStatus, currentSettings, ensurePool } from '../../addo
 import { prepareDevice } from '../../addon/gpu-preparation.js';
 import { batchResult, recordBatchFailure, type BatchReadResult } from './batch-result.js';
 import { progressOf } from '../transfer-options.js';
+import { JobRun } from '../runner.js';
 import { checkLength, checkRange, describe, isLength } from '../../vocabulary/validate.js';
 import { checkOptionKeys } from '../../settings/option-keys.js';
 
@@ -229,10 +230,12 @@ function submit(c: Collected, signal: AbortSignal | undefined, onProgress: ((n: 
     for (const r of releases) r();
   };
   // Each part is submitted as soon as it is planned, and the next planned while the pool reads it.
-  // Progress is the sum of what each part has done.
+  // Progress is the sum of what each part has done. The parts run as one (runner.ts): the first
+  // failure is the batch's, the parts still queued are cancelled, and every part is waited for,
+  // so nothing of the batch writes into its targets once the Promise has settled.
+  const run = new JobRun<NativeBatchResult>(signal);
   const parts: Part[] = [];
   const partDone: number[] = [];
-  let refused: unknown;
   for (const plan of planParts(planned, limits, partPieces)) {
     const j = parts.length;
     const report = progress && ((n: number) => {
@@ -247,56 +250,31 @@ function submit(c: Collected, signal: AbortSignal | undefined, onProgress: ((n: 
       reads: plan.reads, pieces: plan.pieces, tasks: plan.tasks, pieceBytes, progress: report,
       copyBatchMin: COPY_BATCH_MIN, copyBatchMax: COPY_BATCH_MAX, copyBatch,
     };
-    try {
-      parts.push({ plan, pieceBytes, op: native().submitBatch(spec) });
-    } catch (err) {
-      refused = err;
-      break;
-    }
+    if (!run.submit(() => native().submitBatch(spec))) break;
+    parts.push({ plan, pieceBytes });
     partDone.push(0);
   }
   if (parts.length === 0) {
     release();
-    throw fromNative(refused);
-  }
-  const cancelAll = () => {
-    for (const q of parts) q.op.cancel();
-  };
-  // The first failure is the batch's: the parts still queued are cancelled, and every part is
-  // waited for, so nothing of the batch writes into its targets once the Promise has settled.
-  let firstError: unknown = refused;
-  if (refused !== undefined) cancelAll();
-  const promises: Promise<NativeBatchResult>[] = [];
-  for (const q of parts) {
-    const promise = q.op.promise;
-    promise.catch((err: unknown) => {
-      if (firstError === undefined) firstError = err;
-      cancelAll();
+    // The first part was refused: nothing runs, and its refusal is the batch's error.
+    return run.settled().then((out) => {
+      throw (out as { error: Error }).error;
     });
-    promises.push(promise);
   }
-  signal?.addEventListener('abort', cancelAll, { once: true });
-  const done = Promise.allSettled(promises).then((results) => {
-    if (firstError !== undefined) {
+  const finished = run.settled().then((out) => {
+    if (!out.ok) {
       recordBatchFailure(devices.length > 0, hostRangeCount > 0);
-      const e = fromNative(firstError);
-      if (e instanceof AbortError && signal?.reason !== undefined) throw new AbortError(undefined, { cause: signal.reason });
-      throw e;
+      throw out.error;
     }
-    const settled = parts.map((q, j) => ({ plan: q.plan, pieceBytes: q.pieceBytes, result: (results[j] as PromiseFulfilledResult<NativeBatchResult>).value }));
+    const settled = parts.map((q, j) => ({ plan: q.plan, pieceBytes: q.pieceBytes, result: out.results[j]! }));
     return batchResult(settled, planned, files, hostRangeCount);
-  });
-  const finished = done.finally(() => {
-    signal?.removeEventListener('abort', cancelAll);
-    release();
-  });
+  }).finally(release);
   for (const f of files) f.trackOperation(finished);
   return finished;
 }
 
-/** One submitted part of a batch: its plan, the bytes its pieces got, its native operation. */
+/** One submitted part of a batch: its plan and the bytes its pieces got. */
 interface Part {
   plan: BatchPlan;
   pieceBytes: Float64Array;
-  op: ReturnType<NativeAddon['submitBatch']>;
 }

@@ -1,22 +1,22 @@
-// A buffer copy between host memory and a GPU buffer (DeviceBuffer.copyFrom / toBuffer): one
-// synchronous driver copy on a pool worker, so the JS thread never waits for it.
+#include "engine/copy_task.h"
+
 #include "engine/device.h"
-#include "engine/io_op.h"
+#include "engine/staging_pipe.h"
 
 namespace penstock {
 
-ErrorRecord Operation::CopyTask(uint64_t begin, uint64_t length, uint64_t* done) {
+ErrorRecord BufferCopy::Run(uint64_t index, uint64_t* done, bool* leftInFlight) {
+  FlushWorkerPipes();  // a worker's staged reads left in flight are settled before other work
+  uint64_t length = spec_.size;
   CUcontext ctx;
   ErrorRecord e = RetainContext(spec_.device, &ctx);
   if (!e.ok()) return e;
   const CudaApi& cu = Cuda();
   cu.CtxSetCurrent(ctx);
-  bool toDevice = spec_.kind == OpKind::CopyToDevice;
-  CUresult r = toDevice ? cu.MemcpyHtoD(spec_.dev + begin, spec_.host + begin, length)
-                        : cu.MemcpyDtoH(spec_.host + begin, spec_.dev + begin, length);
-  if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, toDevice ? "cuMemcpyHtoD" : "cuMemcpyDtoH");
+  CUresult r = spec_.toDevice ? cu.MemcpyHtoD(spec_.dev, spec_.host, length) : cu.MemcpyDtoH(spec_.host, spec_.dev, length);
+  if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, spec_.toDevice ? "cuMemcpyHtoD" : "cuMemcpyDtoH");
   *done = length;
-  AddProgress(length);
+  job().AddProgress(length);
   return {};
 }
 

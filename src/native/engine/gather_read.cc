@@ -6,17 +6,17 @@
 // the rest is read (on the stage's streams in turn, as many as planned).
 //
 // Whoever finishes a task tries to become the feeder (one at a time, `feeding_`) and issues
-// the prefix that has grown by at least OpSpec::gatherCopy bytes, or all of it once every task
+// the prefix that has grown by at least StagedSpec::gatherCopy bytes, or all of it once every task
 // is in. The drain (the last task's thread) waits for every copy and gives the stage back.
 #include "engine/device.h"
-#include "engine/io_op.h"
+#include "engine/file_tasks.h"
 #include "engine/read_scratch.h"
 
 namespace penstock {
 
-void Operation::TakeGather() {
+void StagedTransfer::TakeGather() {
   DeviceState* d = PreparedDevice(spec_.device);
-  if (!d || !d->gather.TryTake(spec_.size)) return;
+  if (!d || !d->gather.TryTake(file_.size)) return;
   gather_ = &d->gather;
   gathered_ = true;
   gatherCtx_ = d->ctx;
@@ -24,8 +24,8 @@ void Operation::TakeGather() {
   for (uint64_t i = 0; i < tasks_; ++i) arrived_[i].store(false, std::memory_order_relaxed);
 }
 
-ErrorRecord Operation::GatheredReadTask(uint64_t index, uint64_t begin, uint64_t length, uint64_t* done) {
-  ErrorRecord err = ReadThroughScratch(gather_->buffer + begin, spec_.fileOffset + begin, length, spec_.stageScratch,
+ErrorRecord StagedTransfer::GatheredReadTask(uint64_t index, uint64_t begin, uint64_t length, uint64_t* done) {
+  ErrorRecord err = ReadThroughScratch(gather_->buffer + begin, file_.fileOffset + begin, length, spec_.stageScratch,
                                        [&](uint64_t n) { *done += n; });
   if (!err.ok()) return err;
   // The scratch's streaming stores were fenced (StreamCopy), so the bytes are in memory before
@@ -37,7 +37,7 @@ ErrorRecord Operation::GatheredReadTask(uint64_t index, uint64_t begin, uint64_t
   return {};
 }
 
-void Operation::FeedGather() {
+void StagedTransfer::FeedGather() {
   for (;;) {
     uint64_t seen = arrivals_.load();
     // Held by another: it looks again after letting go if anything arrived meanwhile.
@@ -48,13 +48,13 @@ void Operation::FeedGather() {
   }
 }
 
-void Operation::IssueGathered() {
+void StagedTransfer::IssueGathered() {
   uint64_t r = gatherReady_;
   while (r < tasks_ && arrived_[r].load()) ++r;
   gatherReady_ = r;
   // Every task of the prefix has noted the file's end if it met it.
-  uint64_t end = std::min<uint64_t>(r * taskBytes_, BytesMoved());
-  if (end <= gatherIssued_ || Stopped()) return;
+  uint64_t end = std::min<uint64_t>(r * file_.taskSize, BytesMoved());
+  if (end <= gatherIssued_ || job().Stopped()) return;
   // The last task's arrival always gets here (itself, or the feeder it found, looking again), so
   // the rest goes whatever its size.
   if (r < tasks_ && end - gatherIssued_ < spec_.gatherCopy) return;
@@ -62,28 +62,28 @@ void Operation::IssueGathered() {
   CUstream stream = gather_->streams[gatherCopies_.load() % spec_.gatherStreams];
   ErrorRecord e = PENSTOCK_CUDA(MemcpyHtoDAsync, spec_.dev + gatherIssued_, gather_->buffer + gatherIssued_, n, stream);
   if (!e.ok()) {
-    Fail(std::move(e));
+    job().Fail(std::move(e));
     return;
   }
   gatherIssued_ = end;
   ++gatherCopies_;
-  AddProgress(n);
+  job().AddProgress(n);
 }
 
-void Operation::FinishGather() {
+void StagedTransfer::FinishGather() {
   // Every task has finished, and with it every feeder, which issued all there was to issue.
   Cuda().CtxSetCurrent(gatherCtx_);
   uint64_t t0 = NowNs();
   for (uint32_t i = 0; i < spec_.gatherStreams; ++i) {
     ErrorRecord e = PENSTOCK_CUDA(StreamSynchronize, gather_->streams[i]);
-    if (!e.ok()) Fail(std::move(e));
+    if (!e.ok()) job().Fail(std::move(e));
   }
-  // The wait is this thread's work for the operation, though after its last task: busy time
+  // The wait is this thread's work for the job, though after its last task: busy time
   // as well as copy-wait time, so that the stages stay within the busy time.
   uint64_t waited = NowNs() - t0;
-  routeWork_.waitNs += waited;
-  routeWork_.busyNs += waited;
-  // Only once no copy reads it any more may the next operation write into it.
+  job().Work().waitNs += waited;
+  job().Work().busyNs += waited;
+  // Only once no copy reads it any more may the next job write into it.
   gather_->Give();
   gather_ = nullptr;
 }

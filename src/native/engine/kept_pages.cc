@@ -10,7 +10,6 @@
 
 #include "engine/device.h"
 #include "sys/direct_span.h"
-#include "engine/io_op.h"
 #include "sys/thread_pool.h"
 
 namespace penstock {
@@ -129,33 +128,6 @@ ErrorRecord KeepRange(uint32_t id, int fd, uint64_t fileOffset, uint64_t size, u
   if (!e.ok()) return e;
   if (!StoreKept(id, span)) return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "kept span id in use");
   *out = std::move(span);
-  return {};
-}
-
-// A task of a read of kept pages: check (or, as the read's one task, register), then one copy on
-// this worker's stream.
-ErrorRecord Operation::KeptReadTask(uint64_t begin, uint64_t length, uint64_t* done) {
-  if (issued_) {
-    ErrorRecord e = issued_->Wait();
-    if (!e.ok()) return e;
-    *done = length;
-    AddProgress(length);
-    return {};
-  }
-  DeviceState* d = PreparedDevice(spec_.device);
-  WorkerSlot* slot = d ? d->Slot(ThreadPool::WorkerIndex()) : nullptr;
-  if (!slot) return ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared");
-  Cuda().CtxSetCurrent(d->ctx);  // registration needs a context too
-  std::shared_ptr<KeptSpan> span;
-  ErrorRecord e = spec_.keepNew ? KeepRange(spec_.keptId, spec_.fd, spec_.fileOffset, spec_.size, spec_.keptSettleNs, &span)
-                                : CheckedKept(spec_.keptId, spec_.fd, spec_.fileOffset, spec_.size, &span);
-  if (!e.ok()) return e;
-  e = PENSTOCK_CUDA(MemcpyHtoDAsync, spec_.dev + begin, span->At(spec_.fileOffset + begin), length, slot->stream);
-  ErrorRecord waited = PENSTOCK_CUDA(StreamSynchronize, slot->stream);
-  if (e.ok()) e = waited;
-  if (!e.ok()) return e;
-  *done = length;
-  AddProgress(length);
   return {};
 }
 

@@ -24,13 +24,13 @@ struct MappedPiece {
 
 }  // namespace
 
-MappedRunner::MappedRunner(const OpSpec& spec) : spec_(spec) {
-  uint64_t start = AlignDown(spec_.fileOffset);
-  delta_ = spec_.fileOffset - start;
-  span_ = AlignUp(spec_.fileOffset + spec_.size) - start;
+MappedRunner::MappedRunner(const StagedSpec& spec) : spec_(spec) {
+  uint64_t start = AlignDown(spec_.file.fileOffset);
+  delta_ = spec_.file.fileOffset - start;
+  span_ = AlignUp(spec_.file.fileOffset + spec_.file.size) - start;
   // Never touched by the CPU: only the driver's pinning faults pages in, and a truncation
   // racing with the read fails that pinning instead of raising SIGBUS in this process.
-  void* m = mmap(nullptr, span_, PROT_READ, MAP_SHARED, spec_.fd, static_cast<off_t>(start));
+  void* m = mmap(nullptr, span_, PROT_READ, MAP_SHARED, spec_.file.fd, static_cast<off_t>(start));
   if (m == MAP_FAILED) Refuse(ErrorRecord::Os(errno, "mmap"));
   else map_ = m;
 }
@@ -49,12 +49,12 @@ ErrorRecord MappedRunner::Refusal() const {
   return refusal_;
 }
 
-void MappedRunner::Run(Operation& op, DrainHold hold) {
+void MappedRunner::Run(Job& op, DrainHold hold) {
   uint64_t t0 = NowNs();
   // This worker's stream and events carry the pieces: settle its staging pipelines first.
   FlushWorkerPipes();
   DeviceState* d = PreparedDevice(spec_.device);
-  uint64_t taskBytes = spec_.taskSize;
+  uint64_t taskBytes = spec_.file.taskSize;
   // The rest, from the front, once this share's own time is added up.
   auto carryRest = [&] {
     work_.busyNs += NowNs() - t0;
@@ -101,7 +101,7 @@ void MappedRunner::Run(Operation& op, DrainHold hold) {
     Claim c = op.claims().Back(per, spec_.mappedClaimDivisor);
     if (!c.count) break;
     uint64_t begin = c.first * taskBytes;
-    uint64_t bytes = std::min(spec_.size, (c.first + c.count) * taskBytes) - begin;
+    uint64_t bytes = std::min(spec_.file.size, (c.first + c.count) * taskBytes) - begin;
     char* base = static_cast<char*>(map_);
     char* src = base + delta_ + begin;
     char* lo = base + AlignDown(delta_ + begin);

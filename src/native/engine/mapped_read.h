@@ -9,8 +9,8 @@
 #include <mutex>
 
 #include "sys/error_record.h"
-#include "engine/io_op.h"
-#include "engine/op_spec.h"
+#include "engine/file_tasks.h"
+#include "engine/job.h"
 #include "engine/work_counters.h"
 
 namespace penstock {
@@ -19,7 +19,7 @@ class MappedRunner {
  public:
   // Maps the operation's range (on the main thread, before the runners start); a failure is
   // kept as the refusal, and the runner is then not Ready().
-  explicit MappedRunner(const OpSpec& spec);
+  explicit MappedRunner(const StagedSpec& spec);
   ~MappedRunner();
   MappedRunner(const MappedRunner&) = delete;
   MappedRunner& operator=(const MappedRunner&) = delete;
@@ -29,7 +29,7 @@ class MappedRunner {
   // refusal, a failure, a cancellation) it carries from the front like a staged runner, so the
   // operation needs no other runner to finish. `hold` keeps the operation from settling until
   // this share's time is added up.
-  void Run(Operation& op, DrainHold hold);
+  void Run(Job& op, DrainHold hold);
 
   // What it came to, read once the operation has drained.
   const WorkCounters& Work() const { return work_; }
@@ -39,7 +39,7 @@ class MappedRunner {
  private:
   void Refuse(ErrorRecord e);
 
-  const OpSpec spec_;
+  const StagedSpec spec_;
   void* map_ = nullptr;  // the range's pages, never touched by the CPU
   uint64_t span_ = 0;
   uint64_t delta_ = 0;  // fileOffset's distance from the page-aligned start of the mapping

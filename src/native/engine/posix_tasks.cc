@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "engine/device.h"
-#include "engine/io_op.h"
+#include "engine/file_tasks.h"
 #include "sys/posix_io.h"
 #include "engine/read_scratch.h"
 #include "engine/staging_pipe.h"
@@ -15,19 +15,21 @@
 
 namespace penstock {
 
-ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done) {
+ErrorRecord HostTransfer::Run(uint64_t index, uint64_t* done, bool* leftInFlight) {
+  FlushWorkerPipes();  // a worker's staged reads left in flight are settled before other work
+  uint64_t begin = TaskBegin(index), length = TaskLength(index);
   int refused = 0;  // errno of an O_DIRECT refusal that buffered I/O covered
-  uint64_t filePos = spec_.fileOffset + begin;
+  uint64_t filePos = file_.fileOffset + begin;
   char* mem = spec_.host + begin;
-  if (spec_.directFd < 0) {
-    if (spec_.write) {
+  if (file_.directFd < 0) {
+    if (file_.write) {
       // Writes through cache-sized scratch (when planned): the copy out of the source (from DRAM)
       // then runs here, beside the other writers, and the kernel's copy into the page cache,
       // which holds the file's inode lock and so runs one writer at a time, reads from the cache.
-      uint64_t piece = spec_.writePiece ? spec_.writePiece : length;
+      uint64_t piece = file_.writePiece ? file_.writePiece : length;
       char* scratch = piece < length ? Scratch(piece) : nullptr;
       if (piece < length && !scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
-      for (uint64_t pos = 0; pos < length && !cancelled_ && !failed_; pos += piece) {
+      for (uint64_t pos = 0; pos < length && !job().Stopped(); pos += piece) {
         uint64_t n = std::min(piece, length - pos);
         const char* src = mem + pos;
         if (scratch) {
@@ -36,11 +38,11 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
         }
         int e;
         {
-          StageTimer t(routeWork_.ioNs);
-          e = PwriteFull(spec_.fd, src, n, filePos + pos);
+          StageTimer t(job().Work().ioNs);
+          e = PwriteFull(file_.fd, src, n, filePos + pos);
         }
         if (e) return ErrorRecord::Os(e, "pwrite");
-        AddProgress(n);
+        job().AddProgress(n);
         *done += n;
       }
       return {};
@@ -50,16 +52,16 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
       // Through cache-sized scratch and streaming stores, as planned.
       return ReadThroughScratch(mem, filePos, length, spec_.hostStagePiece, [&](uint64_t n) {
         *done += n;
-        AddProgress(n);
+        job().AddProgress(n);
       });
     }
     ssize_t r;
     {
-      StageTimer t(routeWork_.ioNs);
-      r = PreadFull(spec_.fd, mem, length, filePos, false, &err);
+      StageTimer t(job().Work().ioNs);
+      r = PreadFull(file_.fd, mem, length, filePos, false, &err);
     }
     if (r < 0) return ErrorRecord::Os(err, "pread");
-    AddProgress(r);
+    job().AddProgress(r);
     *done = r;
     if (static_cast<uint64_t>(r) < length) NoteEof(filePos + r);
     return {};
@@ -67,34 +69,34 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
   // O_DIRECT goes through aligned scratch: pieces of directPiece, widened to page boundaries.
   char* scratch = Scratch(spec_.directPiece + 2 * kAlign);
   if (!scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
-  for (uint64_t pos = 0; pos < length && !cancelled_ && !failed_;) {
+  for (uint64_t pos = 0; pos < length && !job().Stopped();) {
     uint64_t n = std::min(spec_.directPiece, length - pos);
     uint64_t at = filePos + pos;
-    if (spec_.write) {
+    if (file_.write) {
       char* data = scratch + (at % kAlign);
       memcpy(data, mem + pos, n);
       int e;
       {
-        StageTimer t(routeWork_.ioNs);
-        e = WriteMaybeDirect(spec_.fd, spec_.directFd, data, at, n, &refused);
+        StageTimer t(job().Work().ioNs);
+        e = WriteMaybeDirect(file_.fd, file_.directFd, data, at, n, &refused);
         if (refused) NoteDirectRefused(std::exchange(refused, 0));
       }
       if (e) return ErrorRecord::Os(e, "pwrite");
       *done += n;
-      AddProgress(n);
+      job().AddProgress(n);
     } else {
       char* data;
       uint64_t got;
       int e;
       {
-        StageTimer t(routeWork_.ioNs);
-        e = ReadMaybeDirect(spec_.fd, spec_.directFd, scratch, at, n, &data, &got, &refused);
+        StageTimer t(job().Work().ioNs);
+        e = ReadMaybeDirect(file_.fd, file_.directFd, scratch, at, n, &data, &got, &refused);
         if (refused) NoteDirectRefused(std::exchange(refused, 0));
       }
       if (e) return ErrorRecord::Os(e, "pread");
       memcpy(mem + pos, data, got);
       *done += got;
-      AddProgress(got);
+      job().AddProgress(got);
       if (got < n) {
         NoteEof(at + got);
         break;
@@ -105,7 +107,7 @@ ErrorRecord Operation::HostTask(uint64_t begin, uint64_t length, uint64_t* done)
   return {};
 }
 
-ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t* done, bool* leftInFlight) {
+ErrorRecord StagedTransfer::ReadTask(uint64_t begin, uint64_t length, uint64_t* done, bool* leftInFlight) {
   int refused = 0;  // errno of an O_DIRECT refusal that buffered I/O covered
   DeviceState* d = PreparedDevice(spec_.device);
   int w = ThreadPool::WorkerIndex();
@@ -127,28 +129,28 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
   ErrorRecord err;
   bool recorded = false;
   for (uint64_t pos = begin; pos < begin + length;) {
-    if (Stopped()) break;
+    if (job().Stopped()) break;
     uint64_t n = std::min(pieceMax, begin + length - pos);
     int h = pipe.sequence.NextHalf();
     char* buf = s.bounce + h * s.stride;
     {
-      StageTimer t(routeWork_.waitNs);
+      StageTimer t(job().Work().waitNs);
       err = pipe.Reuse(h);
     }
     if (!err.ok()) break;
-    uint64_t filePos = spec_.fileOffset + pos;
+    uint64_t filePos = file_.fileOffset + pos;
     char* data;
     uint64_t got;
     int e;
-    if (spec_.stageScratch && spec_.directFd < 0) {
+    if (spec_.stageScratch && file_.directFd < 0) {
       got = 0;
       err = ReadThroughScratch(buf, filePos, n, spec_.stageScratch, [&](uint64_t r) { got += r; });
       if (!err.ok()) break;
       data = buf;
       e = 0;
     } else {
-      StageTimer t(routeWork_.ioNs);
-      e = ReadMaybeDirect(spec_.fd, spec_.directFd, buf, filePos, n, &data, &got, &refused);
+      StageTimer t(job().Work().ioNs);
+      e = ReadMaybeDirect(file_.fd, file_.directFd, buf, filePos, n, &data, &got, &refused);
       if (refused) NoteDirectRefused(std::exchange(refused, 0));
     }
     if (e) {
@@ -162,7 +164,7 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
       pipe.sequence.Recorded(h);
       recorded = true;
       *done += got;
-      AddProgress(got);
+      job().AddProgress(got);
     }
     if (got < n) {
       NoteEof(filePos + got);
@@ -176,12 +178,12 @@ ErrorRecord Operation::StagedReadTask(uint64_t begin, uint64_t length, uint64_t*
     return err;
   }
   // The task's bytes count once they are on the GPU: finish it when its last copy completes.
-  pipe.sequence.Await(shared_from_this());
+  pipe.sequence.Await(job().shared_from_this());
   *leftInFlight = true;
   return {};
 }
 
-ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t* done) {
+ErrorRecord StagedTransfer::WriteTask(uint64_t begin, uint64_t length, uint64_t* done) {
   int refused = 0;  // errno of an O_DIRECT refusal that buffered I/O covered
   DeviceState* d = PreparedDevice(spec_.device);
   int w = ThreadPool::WorkerIndex();
@@ -190,13 +192,13 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
   WorkerSlot& s = *slot;
   const CudaApi& cu = Cuda();
   cu.CtxSetCurrent(d->ctx);
-  bool direct = spec_.directFd >= 0;
+  bool direct = file_.directFd >= 0;
   // Pieces as planned (never past a half): the copy off the GPU of one piece overlaps the pwrite
   // of the one before.
   uint64_t pieceMax = std::min<uint64_t>(spec_.stagePiece, s.half);
   uint64_t pieces = (length + pieceMax - 1) / pieceMax;
   auto place = [&](uint64_t k) {  // where piece k's bytes sit in the bounce buffer
-    uint64_t filePos = spec_.fileOffset + begin + k * pieceMax;
+    uint64_t filePos = file_.fileOffset + begin + k * pieceMax;
     return s.bounce + (k & 1) * s.stride + (direct ? filePos % kAlign : 0);
   };
   auto issue = [&](uint64_t k) -> ErrorRecord {
@@ -209,16 +211,16 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
   // As for host writes, when planned: a copy into cache-sized scratch, beside the other writers,
   // lets the kernel's copy under the inode lock read from this core's cache instead of from
   // wherever the GPU's copy left the bytes.
-  bool useScratch = !direct && spec_.writePiece;
+  bool useScratch = !direct && file_.writePiece;
   char* scratch = useScratch ? Scratch(pieceMax) : nullptr;
   if (useScratch && !scratch) return ErrorRecord::Os(ENOMEM, "posix_memalign");
   ErrorRecord err = issue(0);
   for (uint64_t k = 0; k < pieces && err.ok(); ++k) {
-    if (Stopped()) break;
+    if (job().Stopped()) break;
     // Overlap: the next piece comes off the GPU while this one goes to the file.
     if (k + 1 < pieces && !(err = issue(k + 1)).ok()) break;
     {
-      StageTimer t(routeWork_.waitNs);
+      StageTimer t(job().Work().waitNs);
       err = PENSTOCK_CUDA(EventSynchronize, s.events[k & 1]);
     }
     if (!err.ok()) break;
@@ -231,8 +233,8 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
     }
     int e;
     {
-      StageTimer t(routeWork_.ioNs);
-      e = WriteMaybeDirect(spec_.fd, spec_.directFd, src, spec_.fileOffset + pos, n, &refused);
+      StageTimer t(job().Work().ioNs);
+      e = WriteMaybeDirect(file_.fd, file_.directFd, src, file_.fileOffset + pos, n, &refused);
       if (refused) NoteDirectRefused(std::exchange(refused, 0));
     }
     if (e) {
@@ -240,7 +242,7 @@ ErrorRecord Operation::StagedWriteTask(uint64_t begin, uint64_t length, uint64_t
       break;
     }
     *done += n;
-    AddProgress(n);
+    job().AddProgress(n);
   }
   // Nothing may still be copying into the bounce buffer when the next task takes it.
   ErrorRecord drained = PENSTOCK_CUDA(StreamSynchronize, s.stream);

@@ -1,6 +1,6 @@
 #include "engine/staging_pipe.h"
 
-#include "engine/io_op.h"
+#include "engine/job.h"
 
 namespace penstock {
 
@@ -10,9 +10,9 @@ thread_local Pipe t_pipes[kMaxPipes];
 
 // Ends a waiting task: its last copy completed, or failed with `err`.
 auto FinishWith(ErrorRecord err) {
-  return [err = std::move(err)](std::shared_ptr<Operation>& op) {
-    if (!err.ok()) op->Fail(err);
-    op->FinishTask();
+  return [err = std::move(err)](std::shared_ptr<Job>& job) {
+    if (!err.ok()) job->Fail(err);
+    job->FinishTask();
   };
 }
 }  // namespace

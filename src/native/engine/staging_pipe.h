@@ -11,12 +11,12 @@
 
 namespace penstock {
 
-class Operation;
+class Job;
 
 struct Pipe {
   // Whose stream and events carry the copies in flight (null: nothing in flight).
   WorkerSlot* slot = nullptr;
-  StagingSequence<std::shared_ptr<Operation>> sequence;
+  StagingSequence<std::shared_ptr<Job>> sequence;
 
   // Waits for the half's copy in flight before the half is overwritten.
   ErrorRecord Reuse(int h);

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "engine/live_operations.h"
-#include "js/op_result.h"
 
 namespace penstock {
 
@@ -32,7 +31,7 @@ void DrainAtExit() { std::atexit(OnExit); }
 
 void Instance::CancelAll() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& entry : live_) entry.second.op->Cancel();
+  for (auto& entry : live_) entry.second.job->Cancel();
 }
 
 Instance::Instance(Napi::Env env) {
@@ -57,24 +56,24 @@ Napi::Value Instance::CancelJs(const Napi::CallbackInfo& info) {
   Instance* instance = Get(env);
   std::lock_guard<std::mutex> lock(instance->mutex_);
   auto it = n >= 1 ? instance->live_.find(static_cast<uint64_t>(n)) : instance->live_.end();
-  if (it != instance->live_.end()) it->second.op->Cancel();
+  if (it != instance->live_.end()) it->second.job->Cancel();
   return env.Undefined();
 }
 
 Instance* Instance::Get(Napi::Env env) { return env.GetInstanceData<Instance>(); }
 
-uint64_t Instance::Start(Napi::Env env, std::shared_ptr<Operation> op, std::unique_ptr<JsSettlement> js) {
+uint64_t Instance::Start(Napi::Env env, std::shared_ptr<Job> job, std::unique_ptr<JsSettlement> js, JobResultJs result) {
   uint64_t id;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (live_.empty()) tsfn_.Ref(env);
     id = nextId_++;
-    op->SetId(id);
-    live_[id] = Live{op, std::move(js)};
+    job->SetId(id);
+    live_[id] = Live{job, std::move(js), result};
     ++running_;
     EnterLiveOperation();
   }
-  op->Start();
+  job->Start();
   return id;
 }
 
@@ -83,8 +82,8 @@ size_t Instance::Inflight() {
   return live_.size();
 }
 
-bool Instance::Post(std::shared_ptr<Operation> op, bool done) {
-  auto* ev = new Event{std::move(op), done};
+bool Instance::Post(std::shared_ptr<Job> job, bool done) {
+  auto* ev = new Event{std::move(job), done};
   if (tsfn_.NonBlockingCall(ev) != napi_ok) {
     delete ev;
     return false;
@@ -92,30 +91,33 @@ bool Instance::Post(std::shared_ptr<Operation> op, bool done) {
   return true;
 }
 
-bool Instance::Progressed(const std::shared_ptr<Operation>& op) { return Post(op, false); }
+bool Instance::Progressed(const std::shared_ptr<Job>& job) { return Post(job, false); }
 
-void Instance::Drained(const std::shared_ptr<Operation>& op) {
-  // Before the Promise can settle: whatever runs after it must see this operation as done.
+void Instance::Drained(const std::shared_ptr<Job>& job) {
+  // Before the Promise can settle: whatever runs after it must see this job as done.
   LeaveLiveOperation();
-  Post(op, true);
+  Post(job, true);
   std::lock_guard<std::mutex> lock(mutex_);
   --running_;
   if (running_ == 0) drained_.notify_all();
 }
 
-JsSettlement* Instance::JsOf(const Operation* op) {
+Instance::Live* Instance::LiveOf(const Job* job) {
   // Entries go only on this thread (Settle, Teardown), so the pointer outlives the lock: JS
-  // called through it may start operations, which takes the lock again.
+  // called through it may start jobs, which takes the lock again (an unordered_map's elements
+  // stay where they are as others are added).
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = live_.find(op->Id());
-  return it == live_.end() ? nullptr : it->second.js.get();
+  auto it = live_.find(job->Id());
+  return it == live_.end() ? nullptr : &it->second;
 }
 
-void Instance::Settle(Napi::Env env, const std::shared_ptr<Operation>& op) {
-  if (JsSettlement* js = JsOf(op.get()))
-    js->Settle(env, op->TakeProgress(), op->Cancelled(), op->Failed(), op->Error(), [&] { return OperationResultJs(env, *op); });
+void Instance::Settle(Napi::Env env, const std::shared_ptr<Job>& job) {
+  if (Live* live = LiveOf(job.get())) {
+    JobResultJs result = live->result;
+    live->js->Settle(env, job->TakeProgress(), job->Cancelled(), job->Failed(), job->Error(), [&] { return result(env, *job); });
+  }
   std::lock_guard<std::mutex> lock(mutex_);
-  live_.erase(op->Id());
+  live_.erase(job->Id());
   if (live_.empty()) tsfn_.Unref(env);
 }
 
@@ -126,9 +128,9 @@ void Instance::Deliver(Napi::Env env, Napi::Function, std::nullptr_t*, Event* ev
   try {
     Napi::HandleScope scope(env);
     if (ev->done) {
-      self->Settle(env, ev->op);
-    } else if (JsSettlement* js = self->JsOf(ev->op.get())) {
-      js->Progress(env, ev->op->TakeProgress());
+      self->Settle(env, ev->job);
+    } else if (Live* live = self->LiveOf(ev->job.get())) {
+      live->js->Progress(env, ev->job->TakeProgress());
     }
   } catch (const Napi::Error&) {
     // A terminating worker refuses to run JS (resolving a Promise fails there). Nothing can be
@@ -142,12 +144,12 @@ void Instance::Teardown() {
     g_instances.erase(this);
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  for (auto& entry : live_) entry.second.op->Cancel();
+  for (auto& entry : live_) entry.second.job->Cancel();
   // Tasks already running finish their current pread or copy; queued ones see the cancel flag
   // and skip. Waiting here means no worker touches this environment's memory after it is gone.
   drained_.wait(lock, [&] { return running_ == 0; });
   // The environment is going away: its references must not be deleted through it later, so the
-  // unsettled operations' JS sides are abandoned and left behind on purpose (the process is
+  // unsettled jobs' JS sides are abandoned and left behind on purpose (the process is
   // ending or the worker is), in a list that is never destroyed: kept, not lost.
   if (!live_.empty()) {
     static auto* abandoned = new std::vector<Live>();

@@ -4,9 +4,11 @@
 
 #include "engine/device.h"
 #include "engine/kept_pages.h"
+#include "engine/kept_read.h"
 #include "js/args.h"
 #include "js/bindings.h"
 #include "js/errors.h"
+#include "js/jobs.h"
 
 namespace penstock {
 
@@ -34,10 +36,8 @@ Napi::Value SubmitKeptJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   SpecReader s(Arg(info, 0, "spec"),
                {"id", "keep", "issue", "fd", "fileOffset", "size", "taskSize", "device", "devicePtr", "settleNs", "progress"});
-  OpSpec spec;
-  spec.kind = OpKind::KeptRead;
-  spec.route = Route::PosixDevice;
-  spec.keptId = static_cast<uint32_t>(ArgInt(s.Require("id"), "id", 1, INT32_MAX));
+  KeptSpec spec;
+  spec.id = static_cast<uint32_t>(ArgInt(s.Require("id"), "id", 1, INT32_MAX));
   spec.keepNew = ArgBool(s.Require("keep"), "keep");
   bool issue = ArgBool(s.Require("issue"), "issue");
   spec.fd = ArgInt(s.Require("fd"), "fd", 0, INT32_MAX);
@@ -45,20 +45,20 @@ Napi::Value SubmitKeptJs(const Napi::CallbackInfo& info) {
   spec.size = ArgU64(s.Require("size"), "size");
   spec.device = ArgInt(s.Require("device"), "device", 0, INT32_MAX);
   spec.dev = ArgPtr(s.Require("devicePtr"), "devicePtr");
-  spec.keptSettleNs = ArgU64(s.Require("settleNs"), "settleNs");
+  spec.settleNs = ArgU64(s.Require("settleNs"), "settleNs");
   spec.taskSize = ArgU64(s.Require("taskSize"), "taskSize");
   if (spec.size == 0) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "a kept read needs a positive size"));
-  CheckTaskSize(env, spec);
+  CheckTaskSize(env, spec.size, spec.taskSize);
   // Its tasks are copies that run at once, each on its worker's stream; a registration is one.
   if (spec.keepNew && spec.taskSize < spec.size)
     ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "a read that keeps its range is one task"));
   if (issue && (spec.keepNew || spec.taskSize < spec.size))
     ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT", "an issued kept read reuses its span, in one task"));
   if (!PreparedDevice(spec.device)) ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INTERNAL", "device not prepared"));
-  Napi::Value progress = ProgressArg(env, s, &spec);
+  Napi::Value progress = ProgressArg(env, s);
   std::unique_ptr<IssuedCopy> issued;
-  if (issue) ThrowIfError(env, IssueKeptCopy(spec.keptId, spec.fd, spec.fileOffset, spec.size, spec.device, spec.dev, &issued));
-  return StartOperation(env, spec, env.Undefined(), progress, std::move(issued));
+  if (issue) ThrowIfError(env, IssueKeptCopy(spec.id, spec.fd, spec.fileOffset, spec.size, spec.device, spec.dev, &issued));
+  return StartJob(env, std::make_unique<KeptRead>(spec, std::move(issued)), env.Undefined(), progress);
 }
 
 Napi::Value KeptReleaseJs(const Napi::CallbackInfo& info) {

@@ -2,7 +2,9 @@
 #include "js/background_work.h"
 #include "js/bindings.h"
 #include "engine/device.h"
+#include "engine/copy_task.h"
 #include "js/host_memory.h"
+#include "js/jobs.h"
 #include "sys/thread_pool.h"
 
 namespace penstock {
@@ -104,8 +106,8 @@ Napi::Value MemGetInfoJs(const Napi::CallbackInfo& info) {
 // copyHostToDevice(ordinal, dst, src, srcOffset, size) / copyDeviceToHost(ordinal, dst, dstOffset, src, size)
 Napi::Value CopyJs(const Napi::CallbackInfo& info, bool toDevice) {
   Napi::Env env = info.Env();
-  OpSpec spec;
-  spec.kind = toDevice ? OpKind::CopyToDevice : OpKind::CopyToHost;
+  CopySpec spec;
+  spec.toDevice = toDevice;
   spec.device = OrdinalArg(info);
   Napi::Value hostValue = Arg(info, toDevice ? 2 : 1, "host");
   HostSpan span = ArgHost(hostValue, "host");
@@ -114,7 +116,8 @@ Napi::Value CopyJs(const Napi::CallbackInfo& info, bool toDevice) {
   spec.size = ArgU64(Arg(info, 4, "size"), "size");
   CheckSpan(env, span, hostOffset, spec.size, "host memory");
   spec.host = span.data + hostOffset;
-  return StartOperation(env, spec, hostValue, env.Undefined());
+  std::unique_ptr<PinnedUse> pinned = spec.size > 0 ? PinnedAcquire(spec.host, spec.size) : nullptr;
+  return StartJob(env, std::make_unique<BufferCopy>(spec), hostValue, env.Undefined(), std::move(pinned));
 }
 
 Napi::Value CopyHtoD(const Napi::CallbackInfo& info) { return CopyJs(info, true); }

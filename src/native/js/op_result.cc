@@ -1,7 +1,11 @@
 #include "js/op_result.h"
 
-#include "js/errors.h"
+#include "engine/batch_read.h"
+#include "engine/copy_task.h"
+#include "engine/file_tasks.h"
+#include "engine/kept_read.h"
 #include "engine/mapped_read.h"
+#include "js/errors.h"
 
 namespace penstock {
 
@@ -26,26 +30,78 @@ Napi::Object TimelineJs(Napi::Env env, const OpTimeline& t) {
   return o;
 }
 
-Napi::Object OperationResultJs(Napi::Env env, const Operation& op) {
+namespace {
+
+// What every single transfer reports: its bytes, its tasks, the share its runners carried.
+Napi::Object TransferJs(Napi::Env env, const Job& job, uint64_t bytes) {
   Napi::Object result = Napi::Object::New(env);
-  result.Set("bytes", static_cast<double>(op.BytesMoved()));
-  result.Set("tasks", static_cast<double>(op.Tasks()));
-  result.Set("peakTasks", op.PeakTasks());
-  result.Set("routeShare", WorkShareJs(env, op.RouteWork()));
-  result.Set("timeline", TimelineJs(env, op.Timeline()));
-  if (const MappedRunner* m = op.Mapped()) {
+  result.Set("bytes", static_cast<double>(bytes));
+  result.Set("tasks", static_cast<double>(job.Tasks()));
+  result.Set("peakTasks", job.PeakTasks());
+  result.Set("routeShare", WorkShareJs(env, job.Work()));
+  result.Set("timeline", TimelineJs(env, job.Timeline()));
+  return result;
+}
+
+// A file transfer's O_DIRECT refusals, if any.
+Napi::Object WithDirectFallback(Napi::Env env, Napi::Object result, const FileTasks& kind) {
+  if (uint64_t pieces = kind.DirectFallbacks()) {
+    Napi::Object f = Napi::Object::New(env);
+    f.Set("pieces", static_cast<double>(pieces));
+    f.Set("record", ToJs(env, kind.DirectFallbackRecord()));
+    result.Set("directFallback", f);
+  }
+  return result;
+}
+
+}  // namespace
+
+// A file transfer's bytes: the size, or less where the file ended.
+Napi::Object ResultJs(Napi::Env env, const Job& job, const HostTransfer& kind) {
+  return WithDirectFallback(env, TransferJs(env, job, kind.BytesMoved()), kind);
+}
+
+Napi::Object ResultJs(Napi::Env env, const Job& job, const CuFileTransfer& kind) {
+  return WithDirectFallback(env, TransferJs(env, job, kind.BytesMoved()), kind);
+}
+
+Napi::Object ResultJs(Napi::Env env, const Job& job, const StagedTransfer& kind) {
+  Napi::Object result = TransferJs(env, job, kind.BytesMoved());
+  if (const MappedRunner* m = kind.Mapped()) {
     Napi::Object share = WorkShareJs(env, m->Work());
     ErrorRecord refusal = m->Refusal();
     if (!refusal.ok()) share.Set("error", ToJs(env, refusal));
     result.Set("mapped", share);
   }
-  if (op.Gathered()) result.Set("orderedCopies", static_cast<double>(op.OrderedCopies()));
-  if (uint64_t pieces = op.DirectFallbacks()) {
-    Napi::Object f = Napi::Object::New(env);
-    f.Set("pieces", static_cast<double>(pieces));
-    f.Set("record", ToJs(env, op.DirectFallbackRecord()));
-    result.Set("directFallback", f);
+  if (kind.Gathered()) result.Set("orderedCopies", static_cast<double>(kind.OrderedCopies()));
+  return WithDirectFallback(env, result, kind);
+}
+
+Napi::Object ResultJs(Napi::Env env, const Job& job, const BufferCopy& kind) { return TransferJs(env, job, kind.Size()); }
+Napi::Object ResultJs(Napi::Env env, const Job& job, const KeptRead& kind) { return TransferJs(env, job, kind.Size()); }
+
+Napi::Object ResultJs(Napi::Env env, const Job& job, const BatchRead& kind) {
+  Napi::Object result = Napi::Object::New(env);
+  result.Set("preads", static_cast<double>(kind.Preads()));
+  result.Set("copies", static_cast<double>(kind.Copies()));
+  result.Set("copyBatches", static_cast<double>(kind.CopyBatches()));
+  result.Set("unbatchedFills", static_cast<double>(kind.UnbatchedFills()));
+  result.Set("busyNs", static_cast<double>(job.Work().busyNs.load()));
+  result.Set("ioNs", static_cast<double>(job.Work().ioNs.load()));
+  result.Set("waitNs", static_cast<double>(job.Work().waitNs.load()));
+  result.Set("timeline", TimelineJs(env, job.Timeline()));
+  result.Set("ringReads", static_cast<double>(kind.RingReads()));
+  if (kind.RingError()) result.Set("ringError", ToJs(env, ErrorRecord::Os(kind.RingError(), "io_uring")));
+  else result.Set("ringError", env.Null());
+  const auto& failed = kind.ReadErrors();
+  Napi::Array errors = Napi::Array::New(env, failed.size());
+  for (size_t i = 0; i < failed.size(); ++i) {
+    Napi::Object e = Napi::Object::New(env);
+    e.Set("read", failed[i].first);
+    e.Set("error", ToJs(env, failed[i].second));
+    errors.Set(static_cast<uint32_t>(i), e);
   }
+  result.Set("readErrors", errors);
   return result;
 }
 

@@ -1,18 +1,32 @@
-// The plain objects an operation's promise resolves with (binding.ts NativeOpResult).
+// The plain objects a job's promise resolves with (native-contract.ts NativeOpResult and
+// NativeBatchResult): one ResultJs per kind of job, for a job that has drained and neither
+// failed nor was cancelled.
 #pragma once
 #include <napi.h>
 
-#include "engine/io_op.h"
+#include "engine/job.h"
 #include "engine/op_timeline.h"
 #include "engine/work_counters.h"
 
 namespace penstock {
 
-// One share of the work: { tasks, bytes, busyNs, ioNs, waitNs } (binding.ts NativeWorkShare).
+class HostTransfer;
+class StagedTransfer;
+class CuFileTransfer;
+class BufferCopy;
+class KeptRead;
+class BatchRead;
+
+// One share of the work: { tasks, bytes, busyNs, ioNs, waitNs } (NativeWorkShare).
 Napi::Object WorkShareJs(Napi::Env env, const WorkCounters& w);
-// An operation's or a batch's milestones (binding.ts NativeOpTimeline); `settleNs` is now.
+// A job's milestones (NativeOpTimeline); `settleNs` is now.
 Napi::Object TimelineJs(Napi::Env env, const OpTimeline& t);
-// The result of an operation that has drained and neither failed nor was cancelled.
-Napi::Object OperationResultJs(Napi::Env env, const Operation& op);
+
+Napi::Object ResultJs(Napi::Env env, const Job& job, const HostTransfer& kind);
+Napi::Object ResultJs(Napi::Env env, const Job& job, const StagedTransfer& kind);
+Napi::Object ResultJs(Napi::Env env, const Job& job, const CuFileTransfer& kind);
+Napi::Object ResultJs(Napi::Env env, const Job& job, const BufferCopy& kind);
+Napi::Object ResultJs(Napi::Env env, const Job& job, const KeptRead& kind);
+Napi::Object ResultJs(Napi::Env env, const Job& job, const BatchRead& kind);
 
 }  // namespace penstock

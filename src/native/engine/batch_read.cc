@@ -5,7 +5,7 @@
 // both in staging and on the GPU go in one copy, so ranges ordered by target address (as the plan
 // orders them) become one copy per half. Where they still need many (ranges apart on the GPU),
 // the plan can have them issued in one batch call. While one half is copied, the next is filled.
-#include "engine/batch_op.h"
+#include "engine/batch_read.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -21,96 +21,24 @@
 
 namespace penstock {
 
-void BatchOp::Start() {
-  timeline_.Started();
-  remaining_ = tasks.size();
-  if (tasks.empty()) {
-    Finished();
-    return;
-  }
-  ThreadPool& pool = ThreadPool::Instance();
-  size_t runners = std::min<size_t>(tasks.size(), static_cast<size_t>(std::max(1, pool.Size())));
-  runners_ = runners;
-  auto self = shared_from_this();
-  for (size_t i = 0; i < runners; ++i) pool.Submit([self] { self->RunNext(); });
+ErrorRecord BatchRead::Run(uint64_t index, uint64_t* done, bool* leftInFlight) {
+  const Task& t = plan_.tasks[index];
+  return t.device < 0 ? HostTask(t) : DeviceTask(t);
 }
 
-void BatchOp::CancelAndWait() {
-  cancelled_ = true;
-  std::unique_lock<std::mutex> lock(drainMutex_);
-  drained_.wait(lock, [&] { return finished_; });
-}
-
-void BatchOp::RunNext() {
-  uint32_t i = next_.fetch_add(1);
-  if (i >= tasks.size()) return;
-  // Queue the next turn first, so the runner rejoins behind other operations' runners; only
-  // while tasks remain beyond one for each runner queued (a turn that finds nothing left would
-  // cost a wake-up for nothing).
-  if (i + runners_ < tasks.size()) {
-    auto self = shared_from_this();
-    ThreadPool::Instance().Submit([self] { self->RunNext(); });
-  }
-  uint64_t t0 = NowNs();
-  timeline_.TaskBegan(t0);
-  if (i < runners_) timeline_.RunnerBegan(t0);
-  if (!cancelled_ && !failed_) {
-    ErrorRecord e = tasks[i].device < 0 ? HostTask(tasks[i]) : DeviceTask(tasks[i]);
-    if (!e.ok()) Fail(std::move(e));
-  }
-  busyNs_ += NowNs() - t0;
-  timeline_.TaskEnded();
-  if (remaining_.fetch_sub(1) == 1) Finished();
-}
-
-void BatchOp::Finished() {
-  timeline_.Drained();
-  // Posted before teardown may go on: the completion channel is torn down once teardown returns.
-  Post(true);
-  {
-    std::lock_guard<std::mutex> lock(drainMutex_);
-    finished_ = true;
-  }
-  drained_.notify_all();
-}
-
-void BatchOp::Post(bool done) { listener->Posted(done); }
-
-uint64_t BatchOp::TakeProgress() {
-  progressPending_ = false;
-  return bytesDone_.load();
-}
-
-void BatchOp::AddProgress(uint64_t n) {
-  bytesDone_ += n;
-  if (wantProgress && !progressPending_.exchange(true)) Post(false);
-}
-
-void BatchOp::Fail(ErrorRecord e) {
-  std::lock_guard<std::mutex> lock(errorMutex_);
-  if (failed_) return;
-  error_ = std::move(e);
-  failed_ = true;
-}
-
-ErrorRecord BatchOp::Error() const {
-  std::lock_guard<std::mutex> lock(errorMutex_);
-  return error_;
-}
-
-void BatchOp::ReadFailed(uint32_t r, int err) {
-  std::lock_guard<std::mutex> lock(errorMutex_);
+void BatchRead::ReadFailed(uint32_t r, int err) {
+  std::lock_guard<std::mutex> lock(readErrorMutex_);
   readErrors_.push_back({r, ErrorRecord::Os(err, "pread")});
 }
 
-int64_t BatchOp::ReadInto(uint32_t r, char* buf) {
-  const Read& rd = reads[r];
+int64_t BatchRead::ReadInto(uint32_t r, char* buf) {
+  const Read& rd = plan_.reads[r];
   int err = 0;
   ssize_t got;
   {
     uint64_t t0 = NowNs();
     got = PreadFull(rd.fd, buf, rd.length, rd.fileOffset, false, &err);
-    ioNs_ += NowNs() - t0;
+    job().Work().ioNs += NowNs() - t0;
   }
   ++preads_;
   if (got < 0) {
@@ -120,30 +48,30 @@ int64_t BatchOp::ReadInto(uint32_t r, char* buf) {
   return got;
 }
 
-void BatchOp::NoteRingError(int err) {
+void BatchRead::NoteRingError(int err) {
   int none = 0;
   ringError_.compare_exchange_strong(none, err);  // the first one is the one reported
 }
 
-void BatchOp::ReadGroup(uint32_t first, uint32_t count, char* const* bufs, int64_t* got) {
+void BatchRead::ReadGroup(uint32_t first, uint32_t count, char* const* bufs, int64_t* got) {
   for (uint32_t i = 0; i < count; ++i) got[i] = 0;
   int err = 0;
-  ReadRing* ring = ringEntries && count > 1 ? ThreadRing(ringEntries, &err) : nullptr;
+  ReadRing* ring = plan_.ringEntries && count > 1 ? ThreadRing(plan_.ringEntries, &err) : nullptr;
   if (err) NoteRingError(err);
   if (!ring) {
-    for (uint32_t i = 0; i < count && !cancelled_ && !failed_; ++i) got[i] = ReadInto(first + i, bufs[i]);
+    for (uint32_t i = 0; i < count && !Stopped(); ++i) got[i] = ReadInto(first + i, bufs[i]);
     return;
   }
   // Kept by the worker across groups: a task reads group after group.
   thread_local std::vector<RingRead> reqs;
   reqs.resize(count);
   for (uint32_t i = 0; i < count; ++i) {
-    const Read& rd = reads[first + i];
+    const Read& rd = plan_.reads[first + i];
     reqs[i] = {rd.fd, bufs[i], rd.length, rd.fileOffset};
   }
   uint64_t t0 = NowNs();
   if (int e = ring->ReadAll(reqs.data(), count, got)) NoteRingError(e);
-  ioNs_ += NowNs() - t0;
+  job().Work().ioNs += NowNs() - t0;
   preads_ += count;
   ringReads_ += count;
   for (uint32_t i = 0; i < count; ++i) {
@@ -153,26 +81,26 @@ void BatchOp::ReadGroup(uint32_t first, uint32_t count, char* const* bufs, int64
   }
 }
 
-uint64_t BatchOp::Arrived(const Piece& p, int64_t got) const {
+uint64_t BatchRead::Arrived(const Piece& p, int64_t got) const {
   if (got <= 0 || static_cast<uint64_t>(got) <= p.at) return 0;
   return std::min<uint64_t>(p.size, static_cast<uint64_t>(got) - p.at);
 }
 
-ErrorRecord BatchOp::HostTask(const Task& t) {
+ErrorRecord BatchRead::HostTask(const Task& t) {
   const uint32_t end = t.firstRead + t.reads;
   std::vector<char*> bufs;
   std::vector<int64_t> got;
   for (uint32_t r = t.firstRead; r < end;) {
-    if (cancelled_ || failed_) break;
+    if (Stopped()) break;
     // A group: reads straight into their targets, and through scratch as many as it holds (at
     // least one); one read at a time without a ring.
     uint32_t stop = r;
     uint64_t scratchBytes = 0;
-    uint32_t most = ringEntries ? ringEntries : 1;
+    uint32_t most = plan_.ringEntries ? plan_.ringEntries : 1;
     while (stop < end && stop - r < most) {
-      const Read& rd = reads[stop];
+      const Read& rd = plan_.reads[stop];
       if (rd.directTarget < 0) {
-        if (stop > r && scratchBytes + rd.length > ringScratch) break;
+        if (stop > r && scratchBytes + rd.length > plan_.ringScratch) break;
         scratchBytes += rd.length;
       }
       ++stop;
@@ -185,9 +113,9 @@ ErrorRecord BatchOp::HostTask(const Task& t) {
     bufs.resize(stop - r);
     uint64_t at = 0;
     for (uint32_t i = 0; i < bufs.size(); ++i) {
-      const Read& rd = reads[r + i];
+      const Read& rd = plan_.reads[r + i];
       if (rd.directTarget >= 0) {
-        bufs[i] = hostBase[rd.directTarget] + rd.directOffset;
+        bufs[i] = plan_.hostBase[rd.directTarget] + rd.directOffset;
       } else {
         bufs[i] = scratch + at;
         at += rd.length;
@@ -197,22 +125,22 @@ ErrorRecord BatchOp::HostTask(const Task& t) {
     ReadGroup(r, static_cast<uint32_t>(bufs.size()), bufs.data(), got.data());
     uint64_t moved = 0;
     for (uint32_t i = 0; i < bufs.size(); ++i) {
-      const Read& rd = reads[r + i];
+      const Read& rd = plan_.reads[r + i];
       for (uint32_t k = rd.firstPiece; k < rd.firstPiece + rd.pieces; ++k) {
-        const Piece& p = pieces[k];
+        const Piece& p = plan_.pieces[k];
         uint64_t n = Arrived(p, got[i]);
-        if (n && rd.directTarget < 0) memcpy(hostBase[p.target] + p.targetOffset, bufs[i] + p.at, n);
-        pieceBytes[k] = static_cast<double>(n);
+        if (n && rd.directTarget < 0) memcpy(plan_.hostBase[p.target] + p.targetOffset, bufs[i] + p.at, n);
+        plan_.pieceBytes[k] = static_cast<double>(n);
         moved += n;
       }
     }
-    if (moved) AddProgress(moved);
+    if (moved) job().AddProgress(moved);
     r = stop;
   }
   return {};
 }
 
-ErrorRecord BatchOp::DeviceTask(const Task& t) {
+ErrorRecord BatchRead::DeviceTask(const Task& t) {
   int ordinal = t.device;
   DeviceState* d = PreparedDevice(ordinal);
   WorkerSlot* slot = nullptr;
@@ -231,10 +159,10 @@ ErrorRecord BatchOp::DeviceTask(const Task& t) {
     if (!pending[half]) return {};
     uint64_t t0 = NowNs();
     CUresult r = cu.EventSynchronize(slot->events[half]);
-    waitNs_ += NowNs() - t0;
+    job().Work().waitNs += NowNs() - t0;
     pending[half] = false;
     if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuEventSynchronize");
-    if (halfBytes[half]) AddProgress(halfBytes[half]);
+    if (halfBytes[half]) job().AddProgress(halfBytes[half]);
     halfBytes[half] = 0;
     return {};
   };
@@ -242,9 +170,9 @@ ErrorRecord BatchOp::DeviceTask(const Task& t) {
     bool unbatched = false;
     // In groups of at most copyBatchMax: one batch call each where it holds copyBatchMin or more.
     for (size_t at = 0; at < copies.size();) {
-      size_t n = std::min<size_t>(copies.size() - at, copyBatchMax);
-      bool crowded = copyBatchMin && n >= copyBatchMin;
-      if (crowded && copyBatch) {
+      size_t n = std::min<size_t>(copies.size() - at, plan_.copyBatchMax);
+      bool crowded = plan_.copyBatchMin && n >= plan_.copyBatchMin;
+      if (crowded && plan_.copyBatch) {
         ErrorRecord e = IssueCopyBatch(copies.data() + at, n, ordinal, batchArrays, slot->stream);
         if (!e.ok()) return e;
         copies_ += n;
@@ -275,29 +203,29 @@ ErrorRecord BatchOp::DeviceTask(const Task& t) {
   const uint32_t end = t.firstRead + t.reads;
   int h = 0;
   for (uint32_t r = t.firstRead; r < end && err.ok();) {
-    if (cancelled_ || failed_) break;
+    if (Stopped()) break;
     if (!(err = wait(h)).ok()) break;  // this half's copies from two fills ago
     char* base = slot->bounce + h * slot->stride;
     // The plan checked that every read fits a half.
     uint32_t stop = r;
     uint64_t fill = 0;
     bufs.clear();
-    while (stop < end && (stop == r || fill + reads[stop].length <= slot->half)) {
+    while (stop < end && (stop == r || fill + plan_.reads[stop].length <= slot->half)) {
       bufs.push_back(base + fill);
-      fill += reads[stop++].length;
+      fill += plan_.reads[stop++].length;
     }
     got.resize(bufs.size());
     ReadGroup(r, static_cast<uint32_t>(bufs.size()), bufs.data(), got.data());
     // Pieces next to each other both in the half and on the GPU go in one copy.
     for (uint32_t i = 0; i < bufs.size(); ++i) {
-      const Read& rd = reads[r + i];
+      const Read& rd = plan_.reads[r + i];
       for (uint32_t k = rd.firstPiece; k < rd.firstPiece + rd.pieces; ++k) {
-        const Piece& p = pieces[k];
+        const Piece& p = plan_.pieces[k];
         uint64_t n = Arrived(p, got[i]);
-        pieceBytes[k] = static_cast<double>(n);
+        plan_.pieceBytes[k] = static_cast<double>(n);
         if (!n) continue;
         const char* src = bufs[i] + p.at;
-        CUdeviceptr dst = deviceBase[p.target - hostBase.size()] + p.targetOffset;
+        CUdeviceptr dst = plan_.deviceBase[p.target - plan_.hostBase.size()] + p.targetOffset;
         HostToDevice* last = copies.empty() ? nullptr : &copies.back();
         if (last && last->src + last->n == src && last->dst + last->n == dst) last->n += n;
         else copies.push_back({src, dst, n});

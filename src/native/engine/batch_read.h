@@ -1,10 +1,9 @@
-// Batched reads: one operation carrying many byte ranges of one or several files into host or
+// Batched reads: one job carrying many byte ranges of one or several files into host or
 // device memory. TypeScript plans everything (which ranges share one pread, the order in staging,
-// how reads are grouped into tasks); batch_bindings.cc checks the plan, starts it and holds its
-// JS side, and the tasks here carry it out.
+// how reads are grouped into tasks); js/batch_bindings.cc checks the plan and starts it as a job
+// (job.h), and the tasks here carry it out.
 #pragma once
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -13,7 +12,7 @@
 
 #include "sys/cuda_api.h"
 #include "sys/error_record.h"
-#include "engine/op_timeline.h"
+#include "engine/job.h"
 
 namespace penstock {
 
@@ -36,18 +35,7 @@ struct Task {
   int device = -1;  // -1: host targets only
 };
 
-// Where a batch's progress and end go (batch_bindings.cc posts both to the JS thread).
-class BatchListener {
- public:
-  // Any thread: progress (done false), or the end (done true: once, after the last task).
-  virtual void Posted(bool done) = 0;
-
- protected:
-  ~BatchListener() = default;
-};
-
-class BatchOp : public std::enable_shared_from_this<BatchOp> {
- public:
+struct BatchPlan {
   // The plan, checked (plain data only: worker threads read it).
   std::vector<Read> reads;
   std::vector<Piece> pieces;
@@ -58,7 +46,6 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   std::vector<uint64_t> deviceLength;
   std::vector<int> deviceOrdinal;
   double* pieceBytes = nullptr;  // per piece: bytes that arrived (written by tasks, read after they end)
-  bool wantProgress = false;
   // Entries of each worker's io_uring ring, through which a task issues its reads many to one
   // system call; 0: a pread each.
   unsigned ringEntries = 0;
@@ -71,46 +58,30 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   uint32_t copyBatchMin = 0;
   uint32_t copyBatchMax = 1;
   bool copyBatch = false;
+};
 
-  // Set before Start(); it outlives the batch's last post.
-  BatchListener* listener = nullptr;
+class BatchRead final : public JobTasks {
+ public:
+  explicit BatchRead(BatchPlan plan) : plan_(std::move(plan)) {}
+  uint64_t TaskCount() const override { return plan_.tasks.size(); }
+  ErrorRecord Run(uint64_t index, uint64_t* done, bool* leftInFlight) override;
 
-  // Queues runners on the pool (one per thread at most); each takes the next task in turn.
-  void Start();
-  void Cancel() { cancelled_ = true; }
-  // Environment teardown: stop, and wait for the running tasks.
-  void CancelAndWait();
-
-  // What it came to, for the main thread: read once the batch has finished, except
-  // TakeProgress() (any time).
-  bool Cancelled() const { return cancelled_; }
-  bool Failed() const { return failed_; }
-  ErrorRecord Error() const;
+  // What it came to, for the main thread: read once the job has drained (its busy, I/O and
+  // wait times are the job's Work()).
   uint64_t Preads() const { return preads_; }
   uint64_t Copies() const { return copies_; }
   // Batch calls that carried some of those copies, and fills that needed copyBatchMin copies or
   // more but issued them one call each (no copyBatch).
   uint64_t CopyBatches() const { return copyBatches_; }
   uint64_t UnbatchedFills() const { return unbatchedFills_; }
-  uint64_t BusyNs() const { return busyNs_; }
-  uint64_t IoNs() const { return ioNs_; }
-  uint64_t WaitNs() const { return waitNs_; }
   // Reads issued through io_uring, and the first errno that sent reads to pread instead (0: none).
   uint64_t RingReads() const { return ringReads_; }
   int RingError() const { return ringError_; }
-  const OpTimeline& Timeline() const { return timeline_; }
   // Reads that failed, by index, each with its error.
   const std::vector<std::pair<uint32_t, ErrorRecord>>& ReadErrors() const { return readErrors_; }
-  // Bytes done so far; clears the flag that keeps progress from being posted twice.
-  uint64_t TakeProgress();
 
  private:
-  void RunNext();
-  // After the last task: hands the batch to the JS thread, then lets teardown go on.
-  void Finished();
-  void Post(bool done);
-  void AddProgress(uint64_t n);
-  void Fail(ErrorRecord e);
+  bool Stopped() const { return job().Stopped(); }
   void ReadFailed(uint32_t r, int err);
   // One pread of read `r` into `buf`: the bytes that arrived (short only at end of file), or
   // -1 with the error noted against the read.
@@ -126,20 +97,12 @@ class BatchOp : public std::enable_shared_from_this<BatchOp> {
   ErrorRecord HostTask(const Task& t);
   ErrorRecord DeviceTask(const Task& t);
 
-  OpTimeline timeline_;
-  std::atomic<uint32_t> next_{0};
-  size_t runners_ = 0;  // runners Start queued
-  std::atomic<size_t> remaining_{0};
-  std::atomic<bool> cancelled_{false}, failed_{false}, progressPending_{false};
-  std::atomic<uint64_t> bytesDone_{0}, busyNs_{0}, ioNs_{0}, waitNs_{0}, preads_{0}, copies_{0}, ringReads_{0};
+  const BatchPlan plan_;
+  std::atomic<uint64_t> preads_{0}, copies_{0}, ringReads_{0};
   std::atomic<uint64_t> copyBatches_{0}, unbatchedFills_{0};
   std::atomic<int> ringError_{0};
-  mutable std::mutex errorMutex_;
-  ErrorRecord error_;
+  std::mutex readErrorMutex_;
   std::vector<std::pair<uint32_t, ErrorRecord>> readErrors_;
-  std::mutex drainMutex_;
-  std::condition_variable drained_;
-  bool finished_ = false;  // guarded by drainMutex_
 };
 
 }  // namespace penstock
