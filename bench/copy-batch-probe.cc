@@ -1,7 +1,7 @@
 // How many scattered copies of 4 KiB from pinned memory into a GPU the driver takes per second,
 // issued a call each (cuMemcpyHtoDAsync_v2) or as one cuMemcpyBatchAsync_v2 per fill of N, from
 // T threads with a stream each; first, whether the batch call lands every byte where it should.
-// The figures behind batch-plan.ts COPY_BATCH_MIN (docs/results/copy-batch-probe-h200.txt).
+// The figures behind batch-plan.ts COPY_BATCH_MIN (bench/history/results/copy-batch-probe-h200.txt).
 // Standalone, with the driver loaded at run time like the addon:
 //   g++ -O2 -std=c++17 -pthread -o copy-batch-probe bench/copy-batch-probe.cc -ldl && ./copy-batch-probe
 #include <dlfcn.h>

@@ -31,7 +31,7 @@ if (!hasGpu()) {
   process.exit(0);
 }
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const script = path.join(repoRoot, 'examples/ipc_torch.py');
+const script = path.join(repoRoot, 'test/gpu/ipc_torch.py');
 const entry = path.join(repoRoot, 'dist/src/index.js');
 const repeat = Number(values.repeat);
 const file = path.join(values.dir!, `penstock-ipc-${process.pid}.safetensors`);

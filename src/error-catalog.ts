@@ -2,7 +2,7 @@
  * Every error code penstock throws, gathered from the tables of the modules that throw them.
  * A module that adds codes exports an `as const` table of them (code → one-line meaning) and is
  * listed in {@link ERROR_CODE_TABLES}; a test fails for any `ERR_PENSTOCK_*` literal in `src/`
- * missing here, and the README's error table is generated from this list.
+ * missing here, and the error table of docs/errors.md is generated from this list.
  */
 import { BATCH_ERROR_CODES } from './engine/batch/batch-read.js';
 import { CORE_ERROR_CODES } from './vocabulary/errors.js';
@@ -38,7 +38,7 @@ export const ERROR_CODES: Readonly<UnionToIntersection<Tables[keyof Tables]>> = 
 /** A code penstock throws (`err.code` of a penstock error, besides OS, CUDA and cuFile names). */
 export type ErrorCode = keyof typeof ERROR_CODES;
 
-/** The error table as Markdown (what the README shows between its `errors` markers). */
+/** The error table as Markdown (what docs/errors.md shows between its `errors` markers). */
 export function errorTableMarkdown(): string {
   const rows = Object.entries(ERROR_CODES as Record<string, string>).map(([code, meaning]) => `| \`${code}\` | ${meaning.replaceAll('|', '\\|')} |`);
   return ['| code | meaning |', '| --- | --- |', ...rows].join('\n');

@@ -1,4 +1,4 @@
-/** The settings table: configure() checks, PENSTOCK_* parsing, conflicts, the remote rows, and the README's table. */
+/** The settings table: configure() checks, PENSTOCK_* parsing, conflicts, the remote rows, and the table in docs/settings.md. */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -88,10 +88,10 @@ describe('the settings table', () => {
     assert.equal(suggest('banana', SETTING_NAMES), undefined);
   });
 
-  it('is what the README shows', () => {
-    const readme = fs.readFileSync(path.join(repoRoot, 'README.md'), 'utf8');
-    const m = /<!-- settings:begin -->\n([\s\S]*?)\n<!-- settings:end -->/.exec(readme);
-    assert.ok(m, 'README.md has a settings:begin/end section');
+  it('is what docs/settings.md shows', () => {
+    const page = fs.readFileSync(path.join(repoRoot, 'docs/settings.md'), 'utf8');
+    const m = /<!-- settings:begin -->\n([\s\S]*?)\n<!-- settings:end -->/.exec(page);
+    assert.ok(m, 'docs/settings.md has a settings:begin/end section');
     assert.equal(m[1], settingsTableMarkdown(), 'regenerate with: npm run docs:tables');
   });
 });

@@ -156,7 +156,8 @@ export class TensorSetExport {
 
 /**
  * Exports `slab` and describes `tensors` (records with offsets relative to `slab`) in a manifest
- * another process can open ({@link openTensorManifest}, or examples/ipc_torch.py from Python).
+ * another process can open ({@link openTensorManifest}; for PyTorch, `penstock serve` hands sets to
+ * its Python client: docs/serve.md).
  */
 export function buildTensorManifest(
   slab: DeviceBuffer,
@@ -205,8 +206,8 @@ function mergedMetadata(perFile: Readonly<Record<string, Record<string, string>>
  * Exports a tensor set loaded into GPU memory ({@link loadTensors}) in one call: its slab and
  * every tensor of {@link TensorSet.layout}, with the files' metadata. The export holds the slab's
  * memory, even past `set.free()`, until `release()`; another process opens the manifest with
- * {@link openTensorManifest} (or examples/ipc_torch.py from Python). A set in host memory is
- * `ERR_PENSTOCK_IPC_NOT_EXPORTABLE`; a freed one `ERR_PENSTOCK_TENSOR_SET_FREED`.
+ * {@link openTensorManifest} (for PyTorch, `penstock serve` hands sets to its Python client:
+ * docs/serve.md). A set in host memory is `ERR_PENSTOCK_IPC_NOT_EXPORTABLE`; a freed one `ERR_PENSTOCK_TENSOR_SET_FREED`.
  */
 export function exportTensorSet(set: TensorSet, options: ExportTensorSetOptions = {}): TensorSetExport {
   if (!(set instanceof TensorSet))

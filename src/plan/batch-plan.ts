@@ -31,7 +31,7 @@ export const BATCH_RING_SCRATCH = 1024 * KiB;
  * A fill of a bounce half whose ranges need at least this many copies to the GPU (ranges apart
  * there) issues them in `cuMemcpyBatchAsync` calls (one per {@link COPY_BATCH_MAX} copies)
  * where the driver has them. On an H200
- * (bench/copy-batch-probe.cc, docs/results/copy-batch-probe-h200.txt), copies of 4 KiB issued a
+ * (bench/copy-batch-probe.cc, bench/history/results/copy-batch-probe-h200.txt), copies of 4 KiB issued a
  * call each ran at 0.25–0.52 M copies/s from 1, 4 or 16 threads alike (the driver serialises
  * them); in batches, faster from two copies a call on: 2 copies 0.28 / 0.67 / 1.21 M/s from 1 /
  * 4 / 16 threads, 16 copies 0.76 / 1.59 / 1.58, 1024 copies 0.85 / 1.96 / 1.61.
@@ -251,7 +251,7 @@ interface Reads {
  * first part holds this many pieces, so the pool starts soon. Ranges are cut and sorted over the
  * whole batch first, so parts split the sorted order and neighbours in a file still share a
  * pread (except across a part's edge). On the H200 machine, 10 000 random 4 KiB ranges into the
- * GPU: 1.5–1.6 M ranges/s as one part, 1.9–2.1 in parts from 2048 pieces, doubling
+ * GPU: 1.1–1.6 M ranges/s as one part, 1.9–2.1 in parts from 2048 pieces, doubling
  * (docs/performance.md).
  */
 export const BATCH_PART_PIECES = 2048;

@@ -1,7 +1,7 @@
 /**
  * The settings table: for every setting its environment variable, default, parser, constraint
  * and one-line meaning. Defaults, environment parsing, validation, `penstock info` and the
- * README's settings table are all produced from it.
+ * settings table of docs/settings.md are all produced from it.
  */
 import os from 'node:os';
 import { parseSize } from './sizes.js';
@@ -9,7 +9,7 @@ import { parseSize } from './sizes.js';
 /** How penstock uses cuFile. */
 export type CompatMode = 'auto' | 'on' | 'off';
 
-/** Every setting; the table in the README lists each one's variable, default and allowed values. */
+/** Every setting; the table in docs/settings.md lists each one's variable, default and allowed values. */
 export interface Settings {
   /**
    * `'auto'` (default): use cuFile where it loads, opens and accepts the file; else the staged
@@ -32,9 +32,10 @@ export interface Settings {
   bounceBufferSize: number | 'auto';
   /**
    * O_DIRECT for staged and host reads. `'auto'` (default): reads of 64 MiB or more whose range
-   * is mostly not in the page cache (sampled with mincore) bypass it, which reads a cold file
-   * faster and does not push other data out of the cache; warm data is read from the cache.
-   * `true`: always; `false`: never.
+   * is mostly not in the page cache (sampled with mincore) bypass it on NVMe drives, where deep
+   * queues of direct reads keep the drive busy and leave the cache to other data; elsewhere the
+   * page cache's readahead reads them (`route.coldReads` records which). Warm data is read from
+   * the cache. `true`: always; `false`: never.
    */
   directIoRead: boolean | 'auto';
   /** Use O_DIRECT for staged and host writes. Default false. */
@@ -265,7 +266,7 @@ export const SETTINGS_TABLE: { readonly [K in keyof Settings]: SettingSpec<K> } 
     accepts: `'auto' or a boolean (${BOOL_TEXT})`,
     parse: orAuto(parseBoolText),
     valid: isAutoOr(isBool),
-    doc: "O_DIRECT for staged and host reads; 'auto': reads of 64 MiB+ whose range is mostly uncached.",
+    doc: "O_DIRECT for staged and host reads; 'auto': reads of 64 MiB+ whose range is mostly uncached, on NVMe drives.",
   },
   directIoWrite: {
     variable: 'PENSTOCK_DIRECT_IO_WRITE',
@@ -415,7 +416,7 @@ export const SHARED_VARIABLES: readonly SharedVariable[] = [
 /** The setting names, in table order. */
 export const SETTING_NAMES = Object.keys(SETTINGS_TABLE) as (keyof Settings)[];
 
-/** The settings table as Markdown (what the README shows between its `settings` markers). */
+/** The settings table as Markdown (what docs/settings.md shows between its `settings` markers). */
 export function settingsTableMarkdown(): string {
   const cell = (s: string) => s.replaceAll('|', '\\|');
   const rows = SETTING_NAMES.map((name) => {

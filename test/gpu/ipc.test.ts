@@ -18,7 +18,7 @@ import { fileTensors } from '../tensor-writer.js';
 import { gpuOrSkip } from './guard.js';
 
 const python = process.env.PENSTOCK_PYTHON ?? 'python3';
-const script = path.join(repoRoot, 'examples/ipc_torch.py');
+const script = path.join(repoRoot, 'test/gpu/ipc_torch.py');
 const entry = path.join(repoRoot, 'dist/src/index.js');
 const sha = (b: Uint8Array) => digestHex('sha256', b);
 

@@ -8,7 +8,7 @@ it, and (with ``--safetensors``) compares each one bitwise with ``safetensors.to
 It prints one JSON line: tensors, bytes, seconds to open all tensors, and GPU memory growth
 (``torch.cuda.memory_allocated`` and ``torch.cuda.mem_get_info``) over the opening.
 
-    python3 examples/ipc_torch.py manifest.json --safetensors model.safetensors [--mode torch|cupy]
+    python3 test/gpu/ipc_torch.py manifest.json --safetensors model.safetensors [--mode torch|cupy]
 
 ``--mode torch`` opens the handle with ``torch.UntypedStorage._new_shared_cuda`` (private API,
 which takes the raw 64-byte handle); ``--mode cupy`` with ``cupy.cuda.runtime.ipcOpenMemHandle``
