@@ -271,8 +271,10 @@ export interface ReadFacts {
  * Whether reads of uncached data from `storage` go O_DIRECT under 'auto': on NVMe drives, where
  * deep queues of direct reads keep the drive busy and leave the page cache to other data; not
  * elsewhere (virtio and SATA disks, network and RAM file systems), where the page cache's
- * readahead streams them faster (on the virtio disk of the measurement machine: dd O_DIRECT
- * 0.9–1.0 GB/s, buffered 1.3–1.4; docs/performance.md).
+ * readahead does as well or better. On the virtio disks of the GPU machines (docs/performance.md):
+ * penstock's O_DIRECT cold load 1.30–1.40 GB/s against buffered `dd` 1.3–1.4 and O_DIRECT `dd`
+ * 0.9–1.0 in one lease; its buffered cold load 1.43–1.52 GB/s against O_DIRECT `dd` 1.54 and
+ * buffered `dd` 1.32 in another.
  */
 export function coldReadsDirect(storage: StorageFacts | undefined): boolean {
   return storage !== undefined && storage.nvme && storage.rotational !== true;
