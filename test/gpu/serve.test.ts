@@ -106,7 +106,8 @@ describe('penstock serve on the GPU', () => {
     assert.equal(r.tensors, fileTensors(checkpoint).size);
   });
 
-  test('20 consumer restarts: state dict ready in milliseconds; the daemon\'s GPU memory and descriptors do not grow', async (t) => {
+  const RESTARTS = Number(process.env.PENSTOCK_SERVE_RESTARTS ?? 20);
+  test(`${RESTARTS} consumer restarts: state dict ready in milliseconds; the daemon's GPU memory and descriptors do not grow`, async (t) => {
     if (!pythonOrSkip(t, ['torch', 'safetensors'])) return;
     await start();
     consume('restart', socket, checkpoint); // the set is resident before the baseline
@@ -114,15 +115,16 @@ describe('penstock serve on the GPU', () => {
     const s0 = await stats();
     const times: number[] = [];
     let loadFile = 0;
-    for (let i = 0; i < 20; i++) {
+    for (let i = 0; i < RESTARTS; i++) {
       const r = consume('restart', socket, checkpoint, i === 0 ? ['--load-file'] : []);
       assert.equal(r.ptrInMapping, true);
-      assert.equal(r.allocatedGrowth, 0, 'no torch allocation: the tensors are views of the mapping');
+      assert.equal(r.allocatedGrowth, 0, 'no torch allocation beyond copies of tensors stored misaligned: the rest are views of the mapping');
       times.push(Number(r.seconds));
       if (i === 0) loadFile = Number(r.loadFileSeconds);
     }
     const sorted = [...times].sort((a, b) => a - b);
-    t.diagnostic(`state dict ready after the CUDA context, 20 restarts: median ${(sorted[10]! * 1e3).toFixed(1)} ms, min ${(sorted[0]! * 1e3).toFixed(1)} ms, max ${(sorted[19]! * 1e3).toFixed(1)} ms; load_file ${(loadFile * 1e3).toFixed(0)} ms (${(loadFile / sorted[10]!).toFixed(0)}x); ${(s0.residentBytes / 2 ** 30).toFixed(2)} GiB`);
+    const mid = sorted[Math.floor(sorted.length / 2)]!;
+    t.diagnostic(`state dict ready after the CUDA context, ${RESTARTS} restarts: median ${(mid * 1e3).toFixed(1)} ms, min ${(sorted[0]! * 1e3).toFixed(1)} ms, max ${(sorted.at(-1)! * 1e3).toFixed(1)} ms; load_file ${(loadFile * 1e3).toFixed(0)} ms (${(loadFile / mid).toFixed(0)}x); ${(s0.residentBytes / 2 ** 30).toFixed(2)} GiB`);
     const s1 = await stats();
     assert.equal(s1.loads, s0.loads, 'no reload');
     assert.equal(s1.residentBytes, s0.residentBytes);
