@@ -30,6 +30,8 @@ class BackgroundWork final : public Napi::AsyncWorker {
     try {
       Napi::AsyncWorker::OnWorkComplete(env, status);
     } catch (const Napi::Error&) {
+      // The base class deletes the worker last; a throw before that leaves it to us.
+      Destroy();
     }
   }
   void OnOK() override {
