@@ -36,7 +36,9 @@ run('npm', ['run', 'build:ts'], { cwd: repo });
 fs.rmSync(root, { recursive: true, force: true });
 fs.rmSync(reports, { recursive: true, force: true });
 fs.mkdirSync(reports, { recursive: true });
-for (const entry of ['package.json', 'binding.gyp', 'src', 'dist', 'test', 'docs', 'README.md'])
+// Everything the suite reads: the sources and their build, the docs it checks, the scripts it
+// runs (docs generators, the addon builder), the Python client and the benchmarks' code.
+for (const entry of ['package.json', 'package-lock.json', 'binding.gyp', 'src', 'dist', 'test', 'docs', 'scripts', 'python', 'bench', 'README.md', 'CHANGELOG.md', 'LICENSE'].filter((e) => fs.existsSync(path.join(repo, e))))
   fs.cpSync(path.join(repo, entry), path.join(root, entry), { recursive: true, verbatimSymlinks: true });
 fs.rmSync(path.join(root, 'dist/fake-driver'), { recursive: true, force: true });
 fs.symlinkSync(path.join(repo, 'node_modules'), path.join(root, 'node_modules'));
