@@ -8,7 +8,7 @@
 import { native } from './binding.js';
 import { startCufile, cufileSettled } from './cufile-driver.js';
 import { bounceBytes, call, checkDevice, currentSettings, ensurePool, gpuNumaNode, poolThreadCount } from './runtime.js';
-import { GATHER_MIN, GATHER_STAGE } from '../plan/transfer-plan.js';
+import { stagingFor } from '../plan/staging-plan.js';
 
 interface Prepared {
   key: string;
@@ -38,17 +38,6 @@ export function warmUpGpu(ordinal: number): Promise<void> {
     warming.set(ordinal, w);
   }
   return w;
-}
-
-/**
- * The pinned staging `work` bytes of device I/O can use at once: one bounce buffer per worker
- * up to the pool size, and a gather stage no larger than the work (`work` unknown: the full set).
- */
-export function stagingFor(work: number | undefined, threads: number, half: number): { slots: number; gather: number } {
-  if (work === undefined || !Number.isFinite(work) || work <= 0) return { slots: threads, gather: GATHER_STAGE };
-  const slots = Math.max(1, Math.min(threads, Math.ceil(work / half)));
-  const gather = work < GATHER_MIN ? 0 : Math.min(GATHER_STAGE, Math.ceil(work / GATHER_MIN) * GATHER_MIN);
-  return { slots, gather };
 }
 
 /**

@@ -10,6 +10,7 @@ import { currentSettings } from '../settings/current.js';
 import { fromNative, usage, PenstockError } from '../vocabulary/errors.js';
 import { cudaProblem } from '../vocabulary/reasons.js';
 import { POOL_SPIN_NS, poolSpinners } from '../plan/transfer-plan.js';
+import { bounceBufferBytes } from '../plan/staging-plan.js';
 
 export { currentSettings };
 
@@ -110,11 +111,7 @@ export function gpuNumaNode(ordinal: number): number {
 
 /** The bounce-buffer size in force: the setting, or what `'auto'` resolves to on this machine. */
 export function bounceBytes(): number {
-  const s = currentSettings();
-  if (s.bounceBufferSize !== 'auto') return s.bounceBufferSize;
-  const share = (256 * 1024 * 1024) / (s.threads * Math.max(1, deviceCount()));
-  const pow2 = 2 ** Math.floor(Math.log2(Math.max(1, share)));
-  return Math.min(8 << 20, Math.max(2 << 20, pow2));
+  return bounceBufferBytes(currentSettings(), deviceCount());
 }
 
 /** Runs a native call, converting what it throws into a typed error. */
