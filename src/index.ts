@@ -3,7 +3,7 @@
  *
  * @packageDocumentation
  */
-export { configure, getConfig, stats, resetStats, runtimeInfo, pageCacheResidency, dropPageCache, memoryInfo, inflight, gpuAvailable, hasGpu, deviceCount, deviceInfo } from './engine/process.js';
+export { configure, getConfig, stats, resetStats, runtimeInfo, pageCacheResidency, dropPageCache, memoryInfo, inflight, hasGpu, deviceCount, deviceInfo } from './engine/process.js';
 export { prepareGpu } from './addon/gpu-preparation.js';
 export { DeviceBuffer, type DeviceBufferOptions } from './memory/device-buffer.js';
 export { PinnedBuffer } from './memory/pinned-buffer.js';

@@ -7,7 +7,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Hash } from '@smithy/hash-node';
 import { SignatureV4 } from '@smithy/signature-v4';
-import { presignS3Url, s3ObjectUrl, signS3Request, type AwsCredentials } from '../src/index.js';
+import { presignS3Url, type AwsCredentials } from '../src/index.js';
+import { signS3Request } from '../src/sources/remote/signing.js';
+import { s3ObjectUrl } from '../src/sources/remote/url.js';
 
 const now = new Date('2026-03-04T05:06:07Z');
 const keys: AwsCredentials = { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY' };
