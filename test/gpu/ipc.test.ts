@@ -15,29 +15,13 @@ import { DeviceBuffer, exportDeviceBuffer, exportTensorSet, importDeviceBuffer, 
 import { decoderDimsFor, handOffShapes, writeCheckpointFile } from '../../bench/tensor-checkpoints.js';
 import { pattern, repoRoot, tmpDir } from '../helpers.js';
 import { fileTensors } from '../tensor-writer.js';
-import { gpuOrSkip } from './guard.js';
+import { gpuOrSkip, python, pythonOrSkip as pythonOrSkipIn } from './guard.js';
 
-const python = process.env.PENSTOCK_PYTHON ?? 'python3';
 const script = path.join(repoRoot, 'test/gpu/ipc_torch.py');
 const entry = path.join(repoRoot, 'dist/src/index.js');
 const sha = (b: Uint8Array) => digestHex('sha256', b);
+const pythonOrSkip = (t: TestContext, modules: string[]) => pythonOrSkipIn(t, modules);
 
-/** Why `modules` cannot be imported by the Python interpreter, or undefined when they can. */
-function pythonMissing(modules: string[]): string | undefined {
-  const r = spawnSync(python, ['-c', modules.map((m) => `import ${m}`).join('; ')], { encoding: 'utf8' });
-  if (r.error) return `${python} cannot be run (${r.error.message})`;
-  if (r.status !== 0) return `${python} lacks ${modules.join(', ')}: ${r.stderr.trim().split('\n').at(-1)}`;
-  return undefined;
-}
-
-function pythonOrSkip(t: TestContext, modules: string[]): boolean {
-  if (!gpuOrSkip(t)) return false;
-  const missing = pythonMissing(modules);
-  if (!missing) return true;
-  if (process.env.PENSTOCK_REQUIRE_PYTHON === '1') assert.fail(missing);
-  t.skip(missing);
-  return false;
-}
 
 /** Runs `body` in a fresh node (penstock as `p`, arguments as `args`); returns its last line as JSON. */
 function nodeChild(body: string, args: string[]): Record<string, unknown> {

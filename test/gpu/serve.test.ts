@@ -19,29 +19,14 @@ import { digestHex } from '../../src/memory/digest.js';
 import { decoderDimsFor, handOffShapes, writeCheckpointFile } from '../../bench/tensor-checkpoints.js';
 import { repoRoot, tmpDir } from '../helpers.js';
 import { fileTensors } from '../tensor-writer.js';
-import { gpuOrSkip } from './guard.js';
+import { gpuOrSkip, python, pythonOrSkip as pythonOrSkipIn } from './guard.js';
 
-const python = process.env.PENSTOCK_PYTHON ?? 'python3';
 const consumer = path.join(repoRoot, 'test/gpu/serve_torch.py');
 const cli = path.join(repoRoot, 'dist/src/cli/main.js');
 const pyEnv = { ...process.env, PYTHONPATH: [path.join(repoRoot, 'python'), process.env.PYTHONPATH].filter(Boolean).join(':') };
 const sha = (b: Uint8Array) => digestHex('sha256', b);
+const pythonOrSkip = (t: TestContext, modules: string[]) => pythonOrSkipIn(t, modules, pyEnv);
 
-function pythonMissing(modules: string[]): string | undefined {
-  const r = spawnSync(python, ['-c', modules.map((m) => `import ${m}`).join('; ')], { encoding: 'utf8', env: pyEnv });
-  if (r.error) return `${python} cannot be run (${r.error.message})`;
-  if (r.status !== 0) return `${python} lacks ${modules.join(', ')}: ${r.stderr.trim().split('\n').at(-1)}`;
-  return undefined;
-}
-
-function pythonOrSkip(t: TestContext, modules: string[]): boolean {
-  if (!gpuOrSkip(t)) return false;
-  const missing = pythonMissing(modules);
-  if (!missing) return true;
-  if (process.env.PENSTOCK_REQUIRE_PYTHON === '1') assert.fail(missing);
-  t.skip(missing);
-  return false;
-}
 
 function consume(mode: string, socket: string, target: string, extra: string[] = []): Record<string, unknown> {
   const r = spawnSync(python, [consumer, mode, socket, target, ...extra], { encoding: 'utf8', env: pyEnv, timeout: 600_000 });
