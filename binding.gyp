@@ -32,6 +32,8 @@
         "src/native/engine/copy_batch.cc",
         "src/native/sys/read_ring.cc",
         "src/native/js/batch_bindings.cc",
+        "src/native/engine/header_scan.cc",
+        "src/native/js/header_bindings.cc",
         "src/native/js/instance.cc",
         "src/native/js/io_bindings.cc",
         "src/native/js/file_specs.cc",

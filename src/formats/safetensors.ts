@@ -6,8 +6,9 @@
  * them, and the data section may start at any byte.
  */
 import { byteLengthOf, dtypeBits, isDtype, type Dtype } from './dtypes.js';
-import { formatError } from './errors.js';
+import { formatError, type TensorErrorCode } from './errors.js';
 import { exactIndex, isJsonObject, parseStrictJson, StrictJsonError, type JsonValue } from './strict-json.js';
+import { native, type NativeAddon } from '../addon/binding.js';
 
 /** Header lengths beyond this are refused as corrupt (the reference implementation's limit too). */
 export const MAX_HEADER_BYTES = 100_000_000;
@@ -63,11 +64,79 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** Parses and checks the header JSON (`json`: the `headerLength` bytes after the first 8). */
 export function parseSafetensorsHeader(json: Uint8Array, fileSize: number, path?: string): SafetensorsHeader {
+  return readHeader(json, fileSize, path, true);
+}
+
+/** @internal The strict reader alone, without the addon's scan (which is tested against it). */
+export function parseSafetensorsHeaderStrictly(json: Uint8Array, fileSize: number, path?: string): SafetensorsHeader {
+  return readHeader(json, fileSize, path, false);
+}
+
+function readHeader(json: Uint8Array, fileSize: number, path: string | undefined, scan: boolean): SafetensorsHeader {
   const headerLength = json.length;
   const dataStart = 8 + headerLength;
   const dataLength = fileSize - dataStart;
   if (dataLength < 0)
     throw formatError('ERR_PENSTOCK_TENSOR_HEADER_PAST_FILE', `the header length ${headerLength} runs past the end of the file (${fileSize} bytes)`, { path });
+  const header: SafetensorsHeader = { headerLength, dataStart, dataLength, tensors: [] };
+  // The plain form is read natively; anything else, or anything wrong, is read again strictly,
+  // and every error comes from there, so both readers refuse alike.
+  const { tensors, metadata } = (scan ? fromScan(json, dataLength, path) : undefined) ?? parseStrictly(json, dataLength, path);
+  sortAndCheckOverlaps(tensors, path);
+  header.tensors = tensors;
+  if (metadata) header.metadata = metadata;
+  return header;
+}
+
+interface HeaderBody {
+  tensors: TensorEntry[];
+  metadata?: Record<string, string>;
+}
+
+/** The header as the addon's scan reads it, every tensor checked; undefined where the scan declines or any check fails. */
+function fromScan(json: Uint8Array, dataLength: number, path: string | undefined): HeaderBody | undefined {
+  const scan = headerScanner()?.(json);
+  if (!scan) return undefined;
+  try {
+    const { count, dtype, rank, dims, offsets } = scan;
+    const names = count > 0 ? scan.names.split('\n') : [];
+    if (names.length !== count || !scan.dtypes.every(isDtype)) return undefined;
+    const dtypes = scan.dtypes as Dtype[];
+    const tensors: TensorEntry[] = [];
+    let at = 0;
+    for (let k = 0; k < count; k++) {
+      const r = rank[k]!;
+      const shape: number[] = [];
+      for (let j = 0; j < r; j++) shape.push(dims[at++]!);
+      tensors.push(checkTensor(names[k]!, dtypes[dtype[k]!]!, shape, offsets[2 * k]!, offsets[2 * k + 1]!, dataLength, path));
+    }
+    const body: HeaderBody = { tensors };
+    if (scan.metadataAt !== undefined) {
+      const text = utf8.decode(json.subarray(scan.metadataAt, scan.metadataAt + scan.metadataLength!));
+      body.metadata = checkMetadata(parseStrictJson(text), path);
+    }
+    return body;
+  } catch {
+    return undefined;
+  }
+}
+
+let scanner: NativeAddon['scanSafetensorsHeader'] | null | undefined;
+
+/** The addon's header scan, or null where the addon does not load (headers are then read in JavaScript). */
+function headerScanner(): NativeAddon['scanSafetensorsHeader'] | null {
+  if (scanner === undefined) {
+    try {
+      scanner = native().scanSafetensorsHeader;
+    } catch {
+      scanner = null;
+    }
+  }
+  return scanner;
+}
+
+/** The strict reader: any valid JSON, every error worded. */
+function parseStrictly(json: Uint8Array, dataLength: number, path: string | undefined): HeaderBody {
   let text: string;
   try {
     text = utf8.decode(json);
@@ -90,16 +159,20 @@ export function parseSafetensorsHeader(json: Uint8Array, fileSize: number, path?
   if (!isJsonObject(root) || !body.startsWith('{'))
     throw formatError('ERR_PENSTOCK_TENSOR_HEADER_NOT_OBJECT', 'the header JSON is not an object of tensor names', { path });
 
-  let metadata: Record<string, string> | undefined;
-  const tensors: TensorEntry[] = [];
+  const out: HeaderBody = { tensors: [] };
   for (const name of Object.keys(root)) {
     const entry = root[name]!;
     if (name === '__metadata__') {
-      metadata = checkMetadata(entry, path);
+      out.metadata = checkMetadata(entry, path);
       continue;
     }
-    tensors.push(checkEntry(name, entry, dataLength, path));
+    out.tensors.push(checkEntry(name, entry, dataLength, path));
   }
+  return out;
+}
+
+/** Sorts tensors by their offsets (in place) and refuses two that share bytes. */
+function sortAndCheckOverlaps(tensors: TensorEntry[], path: string | undefined): void {
   tensors.sort((a, b) => a.begin - b.begin || a.end - b.end);
   let prev: TensorEntry | undefined;
   for (const t of tensors) {
@@ -108,9 +181,6 @@ export function parseSafetensorsHeader(json: Uint8Array, fileSize: number, path?
       throw formatError('ERR_PENSTOCK_TENSOR_OVERLAP', `tensors ${JSON.stringify(prev.name)} [${prev.begin}, ${prev.end}) and ${JSON.stringify(t.name)} [${t.begin}, ${t.end}) share bytes`, { path, tensor: t.name });
     prev = t;
   }
-  const header: SafetensorsHeader = { headerLength, dataStart, dataLength, tensors };
-  if (metadata) header.metadata = metadata;
-  return header;
 }
 
 function checkMetadata(v: JsonValue, path?: string): Record<string, string> {
@@ -123,6 +193,7 @@ function checkMetadata(v: JsonValue, path?: string): Record<string, string> {
   return out;
 }
 
+/** An entry as the strict reader reads it: its form first, then what it says ({@link checkTensor}). */
 function checkEntry(name: string, v: JsonValue, dataLength: number, path?: string): TensorEntry {
   const where = { path, tensor: name };
   const q = JSON.stringify(name);
@@ -140,26 +211,41 @@ function checkEntry(name: string, v: JsonValue, dataLength: number, path?: strin
     if (x === undefined) throw formatError('ERR_PENSTOCK_TENSOR_BAD_SHAPE', `the shape of tensor ${q} has a dimension that is not a non-negative integer`, where);
     shape.push(x);
   }
-  // A dimension of 0 anywhere leaves no elements, whatever the others (`[2^40, 2^40, 0]`).
-  let elements = shape.includes(0) ? 0 : 1;
-  for (let i = 0; i < shape.length && elements > 0; i++) {
-    elements *= shape[i]!;
-    if (!Number.isSafeInteger(elements * 8))
-      throw formatError('ERR_PENSTOCK_TENSOR_SHAPE_OVERFLOW', `the shape [${shape.slice(0, i + 1).join(', ')}…] of tensor ${q} has more elements than can be addressed`, where);
-  }
+  elementsOf(name, shape, path);
   const offs = v.data_offsets;
   if (!Array.isArray(offs) || offs.length !== 2) throw formatError('ERR_PENSTOCK_TENSOR_BAD_OFFSETS', `data_offsets of tensor ${q} is not a pair`, where);
   const begin = exactIndex(offs[0]);
   const end = exactIndex(offs[1]);
   if (begin === undefined || end === undefined)
     throw formatError('ERR_PENSTOCK_TENSOR_BAD_OFFSETS', `data_offsets of tensor ${q} are not non-negative integers`, where);
-  if (end < begin) throw formatError('ERR_PENSTOCK_TENSOR_OFFSETS_OUT_OF_ORDER', `tensor ${q} ends (${end}) before it begins (${begin})`, where);
-  if (end > dataLength)
-    throw formatError('ERR_PENSTOCK_TENSOR_OUTSIDE_DATA', `tensor ${q} [${begin}, ${end}) runs past the data section (${dataLength} bytes)`, where);
+  return checkTensor(name, dtype, shape, begin, end, dataLength, path);
+}
+
+/**
+ * What an entry says, checked: a non-empty name, a shape whose elements can be addressed,
+ * offsets in order and inside the data, and exactly the bytes the dtype and shape need.
+ */
+function checkTensor(name: string, dtype: Dtype, shape: number[], begin: number, end: number, dataLength: number, path?: string): TensorEntry {
+  const fail = (code: TensorErrorCode, message: (q: string) => string) => formatError(code, message(JSON.stringify(name)), { path, tensor: name });
+  if (name.length === 0) throw fail('ERR_PENSTOCK_TENSOR_EMPTY_NAME', () => 'a tensor has an empty name');
+  const elements = elementsOf(name, shape, path);
+  if (end < begin) throw fail('ERR_PENSTOCK_TENSOR_OFFSETS_OUT_OF_ORDER', (q) => `tensor ${q} ends (${end}) before it begins (${begin})`);
+  if (end > dataLength) throw fail('ERR_PENSTOCK_TENSOR_OUTSIDE_DATA', (q) => `tensor ${q} [${begin}, ${end}) runs past the data section (${dataLength} bytes)`);
   const bytes = byteLengthOf(dtype, elements);
   if (bytes === undefined)
-    throw formatError('ERR_PENSTOCK_TENSOR_SUB_BYTE_PACKING', `tensor ${q}: ${elements} elements of ${dtype} (${dtypeBits(dtype)} bits each) do not fill whole bytes`, where);
-  if (end - begin !== bytes)
-    throw formatError('ERR_PENSTOCK_TENSOR_SIZE_MISMATCH', `tensor ${q} holds ${end - begin} bytes, but ${dtype} × [${shape.join(', ')}] needs ${bytes}`, where);
+    throw fail('ERR_PENSTOCK_TENSOR_SUB_BYTE_PACKING', (q) => `tensor ${q}: ${elements} elements of ${dtype} (${dtypeBits(dtype)} bits each) do not fill whole bytes`);
+  if (end - begin !== bytes) throw fail('ERR_PENSTOCK_TENSOR_SIZE_MISMATCH', (q) => `tensor ${q} holds ${end - begin} bytes, but ${dtype} × [${shape.join(', ')}] needs ${bytes}`);
   return { name, dtype, shape, elements, begin, end };
+}
+
+/** Elements of a shape; refused where they could not be addressed. */
+function elementsOf(name: string, shape: readonly number[], path?: string): number {
+  // A dimension of 0 anywhere leaves no elements, whatever the others (`[2^40, 2^40, 0]`).
+  let elements = shape.includes(0) ? 0 : 1;
+  for (let i = 0; i < shape.length && elements > 0; i++) {
+    elements *= shape[i]!;
+    if (!Number.isSafeInteger(elements * 8))
+      throw formatError('ERR_PENSTOCK_TENSOR_SHAPE_OVERFLOW', `the shape [${shape.slice(0, i + 1).join(', ')}…] of tensor ${JSON.stringify(name)} has more elements than can be addressed`, { path, tensor: name });
+  }
+  return elements;
 }

@@ -364,6 +364,31 @@ export interface NativeAddon {
   keptRelease(id: number): boolean;
   /** Bytes of page-cache pages kept registered, process-wide. */
   keptBytes(): number;
+  /**
+   * A safetensors header (the JSON and its padding) in the plain form writers produce, as
+   * columns; null for any other header, which the strict reader then reads or refuses.
+   */
+  scanSafetensorsHeader(bytes: Uint8Array): NativeHeaderScan | null;
+}
+
+/** A safetensors header read by `scanSafetensorsHeader`: one entry per tensor in each column, in header order. */
+export interface NativeHeaderScan {
+  /** Tensors. */
+  count: number;
+  /** The names, joined by `\n` (which no name in the plain form holds). */
+  names: string;
+  /** The distinct dtype strings, as written (unchecked). */
+  dtypes: string[];
+  /** Per tensor, its dtype's index in `dtypes`. */
+  dtype: Uint32Array;
+  /** Per tensor, its number of dimensions; the dimensions follow each other in `dims`. */
+  rank: Uint32Array;
+  dims: Float64Array;
+  /** Per tensor, its data_offsets pair. */
+  offsets: Float64Array;
+  /** The byte range of `__metadata__`'s JSON text, unread; absent without metadata. */
+  metadataAt?: number;
+  metadataLength?: number;
 }
 
 /** The process at the other end of a Unix socket, as the kernel recorded it at connect time. */
@@ -407,7 +432,7 @@ export const NATIVE_FUNCTIONS = [
   'cufileLoad', 'cufileStatus', 'cufileDriverOpen', 'cufileDriverOpenAsync', 'cufileRegister', 'cufileDeregister', 'cufileStats', 'submit',
   'inflight', 'residency', 'dropCache', 'peerCredentials', 'ipcStatus', 'ipcProcessId', 'ipcPointerFacts', 'ipcGetMemHandle',
   'ipcOpenMemHandle', 'ipcCloseMemHandle', 'deviceByPciBusId', 'submitBatch', 'readCached', 'readCachedToDevice',
-  'readKept', 'submitKept', 'keptRelease', 'keptBytes',
+  'readKept', 'submitKept', 'keptRelease', 'keptBytes', 'scanSafetensorsHeader',
 ] as const;
 
 // Fails to compile when NativeAddon and NATIVE_FUNCTIONS differ by a name either way.
@@ -460,5 +485,9 @@ export const NATIVE_RESULT_FIELDS = {
   } satisfies NativeFieldPresence<NativeOpTimeline>,
   workShare: { tasks: 'required', bytes: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required' } satisfies NativeFieldPresence<NativeWorkShare>,
   directFallback: { pieces: 'required', record: 'required' } satisfies NativeFieldPresence<NonNullable<NativeOpResult['directFallback']>>,
+  headerScan: {
+    count: 'required', names: 'required', dtypes: 'required', dtype: 'required', rank: 'required', dims: 'required', offsets: 'required',
+    metadataAt: 'optional', metadataLength: 'optional',
+  } satisfies NativeFieldPresence<NativeHeaderScan>,
   mappedResult: { tasks: 'required', bytes: 'required', busyNs: 'required', ioNs: 'required', waitNs: 'required', error: 'optional' } satisfies NativeFieldPresence<NativeMappedResult>,
 } as const;

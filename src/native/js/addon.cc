@@ -46,6 +46,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterInlineRead(env, exports);
   RegisterKept(env, exports);
   RegisterBatch(env, exports);
+  RegisterHeaders(env, exports);
   return exports;
 }
 

@@ -24,5 +24,7 @@ bool FindCuFileHandle(int id, CUfileHandle_t* out);
 void RegisterIpc(Napi::Env env, Napi::Object exports);
 void RegisterKept(Napi::Env env, Napi::Object exports);
 void RegisterInlineRead(Napi::Env env, Napi::Object exports);
+// scanSafetensorsHeader (header_bindings.cc).
+void RegisterHeaders(Napi::Env env, Napi::Object exports);
 
 }  // namespace penstock
