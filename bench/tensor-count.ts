@@ -32,19 +32,31 @@ const { values: o } = parseArgs({
 });
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+/** Median and least wall time and least CPU time of some loads: on a shared machine the least is the steadier figure. */
+const summary = (ts: Timing[]) => ({ median: median(ts.map((t) => t.wall)), min: Math.min(...ts.map((t) => t.wall)), cpu: Math.min(...ts.map((t) => t.cpu)) });
+type Summary = ReturnType<typeof summary>;
 
-async function loadLoop(file: string, target: string, repeat: number): Promise<number[]> {
+/** One load's wall time and the process's CPU time over it (all threads), in ms. */
+interface Timing {
+  wall: number;
+  cpu: number;
+}
+
+async function loadLoop(file: string, target: string, repeat: number): Promise<Timing[]> {
   const t0 = performance.now();
   const p = await import('../src/index.js');
   const imported = performance.now() - t0;
-  const times: number[] = [];
+  const times: Timing[] = [];
   for (let i = 0; i < repeat; i++) {
+    const c = process.cpuUsage();
     const a = performance.now();
     const set = await p.loadTensors(file, target === 'device' ? { device: 0 } : { host: true });
-    times.push(performance.now() - a);
+    const wall = performance.now() - a;
+    const used = process.cpuUsage(c);
+    times.push({ wall, cpu: (used.user + used.system) / 1e3 });
     set.free();
   }
-  process.stdout.write(JSON.stringify({ importMs: imported, loadsMs: times }) + '\n');
+  process.stdout.write(JSON.stringify({ importMs: imported, loads: times }) + '\n');
   return times;
 }
 
@@ -66,21 +78,25 @@ const self = fileURLToPath(import.meta.url);
 const targets = o.only ? [o.only] : ['host', 'device'];
 console.log(`${count} × ${size} B vs ${largeCount} × ${bytes / largeCount} B (${(bytes / 1e9).toFixed(2)} GB); repeat ${o.repeat}, fresh ${o.fresh}`);
 for (const target of targets) {
-  const rows: Record<string, { warm: number; fresh: number }> = {};
+  const rows: Record<string, { warm: Summary; fresh: Summary }> = {};
   for (const [k, f] of Object.entries(files)) {
-    const warm = median((await loadLoop(f, target, Number(o.repeat))).slice(1));
-    const fresh: number[] = [];
+    const warm = summary((await loadLoop(f, target, Number(o.repeat))).slice(1));
+    const fresh: Timing[] = [];
     for (let i = 0; i < Number(o.fresh); i++) {
       const r = spawnSync(process.execPath, [self, '--load', f, '--target', target, '--repeat', '1'], { encoding: 'utf8', env: process.env });
       if (r.status !== 0) throw new Error(r.stderr);
-      fresh.push((JSON.parse(r.stdout.trim().split('\n').pop()!) as { loadsMs: number[] }).loadsMs[0]!);
+      fresh.push((JSON.parse(r.stdout.trim().split('\n').pop()!) as { loads: Timing[] }).loads[0]!);
     }
-    rows[k] = { warm, fresh: median(fresh) };
+    rows[k] = { warm, fresh: summary(fresh) };
   }
   const per = (a: number, b: number) => (((a - b) * 1e3) / (count - largeCount)).toFixed(2);
-  console.log(
-    `${target.padEnd(6)} repeat: small ${rows.small!.warm.toFixed(1)} ms, large ${rows.large!.warm.toFixed(1)} ms, ${per(rows.small!.warm, rows.large!.warm)} µs/tensor | ` +
-      `fresh: small ${rows.small!.fresh.toFixed(1)} ms, large ${rows.large!.fresh.toFixed(1)} ms, ${per(rows.small!.fresh, rows.large!.fresh)} µs/tensor`,
-  );
+  for (const frame of ['warm', 'fresh'] as const) {
+    const s = rows.small![frame];
+    const l = rows.large![frame];
+    console.log(
+      `${target.padEnd(6)} ${frame === 'warm' ? 'repeat' : 'fresh '}  small ${s.median.toFixed(1)} (least ${s.min.toFixed(1)}, cpu ${s.cpu.toFixed(1)}) ms  ` +
+        `large ${l.median.toFixed(1)} (least ${l.min.toFixed(1)}, cpu ${l.cpu.toFixed(1)}) ms  per tensor: ${per(s.median, l.median)} µs (least ${per(s.min, l.min)}, cpu ${per(s.cpu, l.cpu)})`,
+    );
+  }
 }
 if (!o.keep) for (const f of Object.values(files)) fs.rmSync(f, { force: true });

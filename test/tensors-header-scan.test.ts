@@ -47,6 +47,7 @@ const PLAIN: { name: string; text: string; data: number }[] = [
   { name: 'empty tensors at one offset keep header order', text: JSON.stringify({ z: entry('F32', [0], 4, 4), a: entry('F32', [0], 4, 4), m: entry('F32', [1], 0, 4) }), data: 4 },
   { name: '15 digits', text: JSON.stringify({ a: entry('U8', [0, 999_999_999_999_999], 0, 0) }), data: 0 },
   { name: '15 000 tensors', text: manyTensors(15_000), data: 15_000 * 256 * 1024 * 2 },
+  { name: 'names longer than the strings the scan joins them into', text: JSON.stringify({ a: entry('U8', [1], 0, 1), ['n'.repeat(70_000)]: entry('U8', [1], 1, 2), ['m'.repeat(65_535)]: entry('U8', [1], 2, 3), b: entry('U8', [1], 3, 4) }), data: 4 },
 ];
 
 const DECLINED: { name: string; text: string | Buffer }[] = [

@@ -16,7 +16,7 @@ import { formatError } from '../formats/errors.js';
 import { planLoad, type LoadPlan, type RowShard, type Span, type TensorFilter } from './load-plan.js';
 import type { SourceOpener } from './source.js';
 import { isRemoteRecord } from '../sources/source.js';
-import { TensorSet, type FileLoadRecord, type SlabPlace } from './tensor-set.js';
+import { TensorSet, viewTensors, type FileLoadRecord, type SlabPlace, type TensorViews } from './tensor-set.js';
 
 /** Options of {@link loadTensors}. */
 export interface LoadTensorsOptions {
@@ -62,16 +62,26 @@ export async function loadTensors(input: CheckpointInput, options: LoadTensorsOp
     const plan = planLoad(cp, { filter: options.filter, rows: options.rows, coalesceGap: options.coalesceGap, alignElements: place.kind === 'host' });
     await warm;
     const { slab, pinned } = allocateSlab(place, plan.slabBytes);
+    const setSlab = pinned ? new Uint8Array(pinned.buffer, 0, plan.slabBytes) : slab;
     try {
-      const files = await readSpans(cp, plan, slab, pinned, place, options);
+      const reading = readSpans(cp, plan, slab, pinned, place, options);
+      // The views are made while the reads run; the reads are waited for even if this fails, so
+      // that nothing writes into the slab once it is freed.
+      let views: TensorViews;
+      try {
+        views = viewTensors(setSlab, plan.tensors, cp.files.map((f) => f.path));
+      } catch (err) {
+        await reading.catch(() => undefined);
+        throw err;
+      }
+      const files = await reading;
       // Tensors the reads left misaligned are copied to their aligned places.
       const bytes = pinned ? pinned.bytes : (slab as Uint8Array);
       for (const t of plan.tensors) if (t.copyFrom !== undefined) bytes.copyWithin(t.byteOffset, t.copyFrom, t.copyFrom + t.byteLength);
       const metadata: Record<string, Record<string, string>> = {};
       for (const f of cp.files) if (f.metadata) metadata[f.path] = f.metadata;
       const init: ConstructorParameters<typeof TensorSet>[0] = {
-        slab: pinned ? new Uint8Array(pinned.buffer, 0, plan.slabBytes) : slab, place, planned: plan.tensors,
-        paths: cp.files.map((f) => f.path), metadata, files, bytes: plan.readBytes, seconds: (performance.now() - t0) / 1e3,
+        slab: setSlab, place, views, metadata, files, bytes: plan.readBytes, seconds: (performance.now() - t0) / 1e3,
       };
       if (pinned) init.pinned = pinned;
       if (cp.index) init.indexMetadata = cp.index.metadata;

@@ -75,6 +75,39 @@ export function valuesOf(dtype: Dtype, bytes: Uint8Array): TensorValues | undefi
   return new Kind(bytes.buffer, bytes.byteOffset, bytes.byteLength / size);
 }
 
+/** @internal Every planned tensor's view of the slab, in plan order and by name. */
+export interface TensorViews {
+  tensors: TensorView[];
+  byName: Map<string, TensorView>;
+}
+
+/**
+ * @internal The views of planned tensors in a slab. A load builds them while its reads run: for a
+ * checkpoint of many small tensors they are a large part of the work that is not reading.
+ */
+export function viewTensors(slab: DeviceBuffer | Uint8Array, planned: readonly PlannedTensor[], paths: readonly string[]): TensorViews {
+  const tensors = new Array<TensorView>(planned.length);
+  const byName = new Map<string, TensorView>();
+  const device = slab instanceof DeviceBuffer ? slab : undefined;
+  const host = device ? undefined : (slab as Uint8Array);
+  for (let i = 0; i < planned.length; i++) {
+    const t = planned[i]!;
+    const data = device ? device.subarray(t.byteOffset, t.byteOffset + t.byteLength) : new Uint8Array(host!.buffer, host!.byteOffset + t.byteOffset, t.byteLength);
+    const v: TensorView = {
+      name: t.name, dtype: t.dtype, shape: t.shape, strides: t.strides, byteOffset: t.byteOffset, byteLength: t.byteLength,
+      path: paths[t.file]!, fileOffset: t.fileOffset, data,
+    };
+    if (t.rows) v.rows = t.rows;
+    if (host) {
+      const values = valuesOf(t.dtype, data as Uint8Array);
+      if (values) v.values = values;
+    }
+    byName.set(t.name, v);
+    tensors[i] = v;
+  }
+  return { tensors, byName };
+}
+
 /** What one file's reads did. */
 export interface FileLoadRecord {
   /** The file's path or URL. */
@@ -119,15 +152,14 @@ export class TensorSet {
   readonly place: SlabPlace;
   #slab: DeviceBuffer | Uint8Array | undefined;
   #pinned: PinnedBuffer | undefined;
-  #byName = new Map<string, TensorView>();
+  readonly #byName: Map<string, TensorView>;
 
   /** @internal Built by `loadTensors`. */
   constructor(init: {
     slab: DeviceBuffer | Uint8Array;
     pinned?: PinnedBuffer;
     place: SlabPlace;
-    planned: PlannedTensor[];
-    paths: string[];
+    views: TensorViews;
     metadata: Record<string, Record<string, string>>;
     indexMetadata?: Record<string, unknown>;
     files: FileLoadRecord[];
@@ -142,21 +174,8 @@ export class TensorSet {
     this.files = init.files;
     this.bytes = init.bytes;
     this.seconds = init.seconds;
-    const slab = init.slab;
-    this.tensors = init.planned.map((t) => {
-      const data = slab instanceof DeviceBuffer ? slab.subarray(t.byteOffset, t.byteOffset + t.byteLength) : slab.subarray(t.byteOffset, t.byteOffset + t.byteLength);
-      const v: TensorView = {
-        name: t.name, dtype: t.dtype, shape: t.shape, strides: t.strides, byteOffset: t.byteOffset, byteLength: t.byteLength,
-        path: init.paths[t.file]!, fileOffset: t.fileOffset, data,
-      };
-      if (t.rows) v.rows = t.rows;
-      if (data instanceof Uint8Array) {
-        const values = valuesOf(t.dtype, data);
-        if (values) v.values = values;
-      }
-      this.#byName.set(t.name, v);
-      return v;
-    });
+    this.tensors = init.views.tensors;
+    this.#byName = init.views.byName;
   }
 
   /** The slab every view points into. */

@@ -375,8 +375,8 @@ export interface NativeAddon {
 export interface NativeHeaderScan {
   /** Tensors. */
   count: number;
-  /** The names, joined by `\n` (which no name in the plain form holds). */
-  names: string;
+  /** The names in order, joined by `\n` (which no name in the plain form holds) into strings of up to about 64 KiB. */
+  names: string[];
   /** The distinct dtype strings, as written (unchecked). */
   dtypes: string[];
   /** Per tensor, its dtype's index in `dtypes`. */

@@ -1,6 +1,7 @@
 #include "engine/header_scan.h"
 
-#include <unordered_set>
+#include <algorithm>
+#include <functional>
 
 namespace penstock {
 
@@ -38,19 +39,19 @@ bool ValidUtf8(const uint8_t* p, size_t n) {
 
 class Scanner {
  public:
-  Scanner(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  Scanner(const uint8_t* p, size_t n, HeaderScan* out) : p_(p), n_(n), out_(out) {}
 
-  bool Header(HeaderScan* out) {
+  bool Header() {
+    HeaderScan* out = out_;
     if (n_ == 0 || p_[0] != '{') return false;
     ++i_;
     Ws();
     if (At('}')) return Tail(i_ + 1);
-    std::unordered_set<std::string_view> names;
     for (;;) {
       Ws();
       std::string_view key;
       if (!String(&key)) return false;
-      if (!names.insert(key).second) return false;
+      out->keys.push_back(key);
       Ws();
       if (!Take(':')) return false;
       Ws();
@@ -70,12 +71,33 @@ class Scanner {
       }
       Ws();
       if (Take(',')) continue;
-      if (At('}')) return Tail(i_ + 1);
+      if (At('}')) return Tail(i_ + 1) && Distinct();
       return false;
     }
   }
 
  private:
+  // No key of the header twice: an open-addressed table of indexes into the keys (no allocation
+  // per key, as a node-based set would make).
+  bool Distinct() const {
+    const std::vector<std::string_view>& keys = out_->keys;
+    std::vector<uint32_t>& slots = out_->slots;  // index + 1; 0 is empty
+    size_t size = 16;
+    while (size < 2 * keys.size()) size *= 2;
+    slots.assign(size, 0);
+    std::hash<std::string_view> hash;
+    for (uint32_t k = 0; k < keys.size(); ++k) {
+      for (size_t at = hash(keys[k]) & (size - 1);; at = (at + 1) & (size - 1)) {
+        if (!slots[at]) {
+          slots[at] = k + 1;
+          break;
+        }
+        if (keys[slots[at] - 1] == keys[k]) return false;
+      }
+    }
+    return true;
+  }
+
   bool At(char c) const { return i_ < n_ && p_[i_] == static_cast<uint8_t>(c); }
   bool Take(char c) {
     if (!At(c)) return false;
@@ -213,12 +235,19 @@ class Scanner {
   const uint8_t* p_;
   size_t n_;
   size_t i_ = 0;
+  HeaderScan* out_;
 };
 
 }  // namespace
 
 bool ScanSafetensorsHeader(const uint8_t* text, size_t length, HeaderScan* out) {
-  *out = HeaderScan{};
+  out->tensors.clear();
+  out->dtypes.clear();
+  out->dims.clear();
+  out->keys.clear();
+  out->hasMetadata = false;
+  out->metadataAt = out->metadataLength = 0;
+  out->ascii = true;
   // Offsets of names are kept in 32 bits; a header is at most 100 MB.
   if (length > UINT32_MAX) return false;
   for (size_t k = 0; k < length; ++k)
@@ -227,10 +256,7 @@ bool ScanSafetensorsHeader(const uint8_t* text, size_t length, HeaderScan* out) 
       break;
     }
   if (!out->ascii && !ValidUtf8(text, length)) return false;
-  Scanner s(text, length);
-  if (s.Header(out)) return true;
-  *out = HeaderScan{};
-  return false;
+  return Scanner(text, length, out).Header();
 }
 
 }  // namespace penstock

@@ -39,11 +39,16 @@ struct HeaderScan {
   size_t metadataLength = 0;
   // Every byte of the header is below 0x80.
   bool ascii = true;
+  // Every key of the header (names and __metadata__), for the duplicate check.
+  std::vector<std::string_view> keys;
+  std::vector<uint32_t> slots;
 };
 
 // Reads `text` (the header length's bytes after the file's first 8: the JSON and its padding)
 // into `out`. False where the header is not in the plain form, or is not valid JSON or UTF-8:
-// the caller then reads it the strict way.
+// the caller then reads it the strict way. `out`'s vectors are cleared, not freed: a caller that
+// scans again with the same object reuses their memory (a large header's columns are MBs, and
+// fresh memory costs a page fault per 4 KiB).
 bool ScanSafetensorsHeader(const uint8_t* text, size_t length, HeaderScan* out);
 
 }  // namespace penstock

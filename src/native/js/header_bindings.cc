@@ -11,25 +11,41 @@ namespace penstock {
 
 namespace {
 
+// Names joined by '\n' (which no name in the plain form holds), in strings of about kNameChunk
+// bytes: one string of a large header's names would be a large object of its own, in memory
+// mapped afresh on every scan.
+constexpr size_t kNameChunk = 64 * 1024;
+
+Napi::Array NameChunks(Napi::Env env, const HostSpan& bytes, const HeaderScan& scan) {
+  Napi::Array chunks = Napi::Array::New(env);
+  std::string joined;
+  joined.reserve(kNameChunk + 256);
+  auto flush = [&] {
+    napi_value s;
+    napi_status st = scan.ascii ? napi_create_string_latin1(env, joined.data(), joined.size(), &s)
+                                : napi_create_string_utf8(env, joined.data(), joined.size(), &s);
+    NAPI_THROW_IF_FAILED_VOID(env, st);
+    chunks.Set(chunks.Length(), Napi::Value(env, s));
+    joined.clear();
+  };
+  for (size_t k = 0; k < scan.tensors.size(); ++k) {
+    const ScannedTensor& t = scan.tensors[k];
+    if (k && joined.size() + t.nameLength >= kNameChunk) flush();
+    else if (k) joined.push_back('\n');
+    joined.append(bytes.data + t.nameAt, t.nameLength);
+  }
+  if (!scan.tensors.empty()) flush();
+  return chunks;
+}
+
 Napi::Value ScanHeader(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   HostSpan bytes = ArgHost(Arg(info, 0, "bytes"), "bytes");
-  HeaderScan scan;
+  // Kept by the thread: a repeated load scans the same header into the same memory.
+  thread_local HeaderScan scan;
   if (!ScanSafetensorsHeader(reinterpret_cast<const uint8_t*>(bytes.data), bytes.length, &scan)) return env.Null();
   const size_t n = scan.tensors.size();
-  // Names joined by '\n', which no name in the plain form holds (a raw control character is not JSON).
-  std::string names;
-  size_t total = n;
-  for (const ScannedTensor& t : scan.tensors) total += t.nameLength;
-  names.reserve(total);
-  for (size_t k = 0; k < n; ++k) {
-    if (k) names.push_back('\n');
-    names.append(bytes.data + scan.tensors[k].nameAt, scan.tensors[k].nameLength);
-  }
-  napi_value joined;
-  napi_status st = scan.ascii ? napi_create_string_latin1(env, names.data(), names.size(), &joined)
-                              : napi_create_string_utf8(env, names.data(), names.size(), &joined);
-  NAPI_THROW_IF_FAILED(env, st, Napi::Value());
+  Napi::Array names = NameChunks(env, bytes, scan);
 
   Napi::Array dtypes = Napi::Array::New(env, scan.dtypes.size());
   for (uint32_t k = 0; k < scan.dtypes.size(); ++k)
@@ -52,7 +68,7 @@ Napi::Value ScanHeader(const Napi::CallbackInfo& info) {
   for (size_t k = 0; k < scan.dims.size(); ++k) dimAt[k] = static_cast<double>(scan.dims[k]);
 
   Napi::Object out = Napi::Object::New(env);
-  out.Set("names", Napi::Value(env, joined));
+  out.Set("names", names);
   out.Set("count", Napi::Number::New(env, static_cast<double>(n)));
   out.Set("dtypes", dtypes);
   out.Set("dtype", dtype);
