@@ -63,13 +63,16 @@ export function byteLengthOf(dtype: Dtype, elements: number): number | undefined
  * dimension of 0 beside huge ones, `[0, 2^40, 2^40]`), whose strides address nothing, and is 0.
  */
 export function contiguousStrides(shape: readonly number[], fortran = false): number[] {
-  const strides = new Array<number>(shape.length);
+  const n = shape.length;
+  // A matrix, the common case of a checkpoint of thousands of tensors, as a literal: an array of
+  // exactly two small integers.
+  if (n === 2 && !fortran && Number.isSafeInteger(shape[1]!)) return [shape[1]!, 1];
+  const strides = new Array<number>(n);
   let step = 1;
-  const put = (i: number) => {
+  for (let k = 0; k < n; k++) {
+    const i = fortran ? k : n - 1 - k;
     strides[i] = Number.isSafeInteger(step) ? step : 0;
     step *= shape[i]!;
-  };
-  if (fortran) for (let i = 0; i < shape.length; i++) put(i);
-  else for (let i = shape.length - 1; i >= 0; i--) put(i);
+  }
   return strides;
 }

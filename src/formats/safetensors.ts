@@ -5,7 +5,7 @@
  * pair, and that no two tensors share bytes. Tensors may come in any order, with gaps between
  * them, and the data section may start at any byte.
  */
-import { byteLengthOf, dtypeBits, isDtype, type Dtype } from './dtypes.js';
+import { byteLengthOf, dtypeBits, DTYPES, isDtype, type Dtype } from './dtypes.js';
 import { formatError, type TensorErrorCode } from './errors.js';
 import { exactIndex, isJsonObject, parseStrictJson, StrictJsonError, type JsonValue } from './strict-json.js';
 import { native, type NativeAddon } from '../addon/binding.js';
@@ -101,8 +101,14 @@ function fromScan(json: Uint8Array, dataLength: number, path: string | undefined
     const { count, dtype, rank, dims, offsets } = scan;
     const names: string[] = [];
     for (const chunk of scan.names) for (const name of chunk.split('\n')) names.push(name);
-    if (names.length !== count || !scan.dtypes.every(isDtype)) return undefined;
-    const dtypes = scan.dtypes as Dtype[];
+    // The dtype names as the module's own strings: a string made by the addon is not
+    // internalized, and every lookup keyed by it (sizes, typed arrays) would take a slow path.
+    const dtypes: Dtype[] = [];
+    for (const d of scan.dtypes) {
+      if (!isDtype(d)) return undefined;
+      dtypes.push(DTYPES[DTYPES.indexOf(d)]!);
+    }
+    if (names.length !== count) return undefined;
     const tensors: TensorEntry[] = [];
     let at = 0;
     for (let k = 0; k < count; k++) {

@@ -123,10 +123,13 @@ export async function describeCheckpoint(input: CheckpointInput, options: Descri
     const tensors = new Map<string, FileTensor>();
     for (const f of files)
       for (const t of f.tensors) {
-        const other = tensors.get(t.name);
-        if (other)
-          throw formatError('ERR_PENSTOCK_TENSOR_DUPLICATE_NAME', `the tensor ${JSON.stringify(t.name)} is in both ${files[other.file]!.path} and ${f.path}`, { path: f.path, tensor: t.name });
+        // One lookup per tensor: a name seen before leaves the size as it was.
+        const before = tensors.size;
         tensors.set(t.name, t);
+        if (tensors.size === before) {
+          const other = files.find((g) => g.tensors.some((x) => x.name === t.name))!;
+          throw formatError('ERR_PENSTOCK_TENSOR_DUPLICATE_NAME', `the tensor ${JSON.stringify(t.name)} is in both ${other.path} and ${f.path}`, { path: f.path, tensor: t.name });
+        }
       }
     const cp: Checkpoint = { files, tensors };
     if (index) {

@@ -122,8 +122,9 @@ export function planLoad(cp: Checkpoint, options: PlanOptions = {}): LoadPlan {
       if (span && r.byteLength > 0) span.size = Math.max(span.size, r.fileOffset + r.byteLength - span.fileOffset);
       // An empty tensor owns no bytes: it points at the slab's current end, inside no span.
       const byteOffset = r.byteLength > 0 ? span!.slabOffset + (r.fileOffset - span!.fileOffset) : alignUp(span ? span.slabOffset + span.size : cursor);
-      r.byteOffset = byteOffset;
-      tensors[i] = r;
+      const t = r as PlannedTensor;
+      t.byteOffset = byteOffset;
+      tensors[i] = t;
     }
     if (span) cursor = span.slabOffset + span.size;
   }
@@ -174,12 +175,10 @@ function select(cp: Checkpoint, filter: TensorFilter | undefined): FileTensor[] 
   return all.filter((t) => t.name.startsWith(prefix));
 }
 
-/** A chosen tensor's bytes in its file; its slab offset is set once the spans are laid out. */
-type Region = PlannedTensor;
+type Region = Omit<PlannedTensor, 'byteOffset'>;
 
 function region(t: FileTensor, rows: RowShard | undefined): Region {
-  // Made with every field it will have, so that setting byteOffset later changes no object's shape.
-  const base: Region = { name: t.name, dtype: t.dtype, shape: t.shape, strides: t.strides, file: t.file, fileOffset: t.fileOffset, byteLength: t.byteLength, byteOffset: 0 };
+  const base: Region = { name: t.name, dtype: t.dtype, shape: t.shape, strides: t.strides, file: t.file, fileOffset: t.fileOffset, byteLength: t.byteLength };
   // Only C-ordered 2-D tensors have contiguous rows.
   if (!rows || t.shape.length !== 2 || t.strides[1] !== 1) return base;
   const [R, C] = t.shape as [number, number];
