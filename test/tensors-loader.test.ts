@@ -82,6 +82,28 @@ describe('checkpoints of several files', () => {
     writeSafetensors(a, specs.slice(0, 2));
     writeSafetensors(b, specs.slice(1, 3));
     await assert.rejects(loadTensors([a, b], { host: true }), { code: 'ERR_PENSTOCK_TENSOR_DUPLICATE_NAME' });
+    await assert.rejects(describeCheckpoint([a, b]), (err: Error & { code?: string }) => err.code === 'ERR_PENSTOCK_TENSOR_DUPLICATE_NAME' && err.message.includes(a) && err.message.includes(b));
+  });
+
+  test('a checkpoint names every tensor, a lone file\'s as well as a list\'s', async () => {
+    const a = file('a');
+    const b = file('b');
+    const ta = writeSafetensors(a, specs.slice(0, 5)).tensors;
+    writeSafetensors(b, specs.slice(5)).tensors;
+    for (const input of [a, [a, b]]) {
+      const cp = await describeCheckpoint(input);
+      try {
+        const all = cp.files.flatMap((f) => f.tensors);
+        assert.equal(cp.tensors.size, all.length);
+        for (const t of all) assert.equal(cp.tensors.get(t.name), t);
+        assert.equal(cp.tensors, cp.tensors, 'the same map on every read');
+        assert.ok(Object.keys(cp).includes('tensors'));
+      } finally {
+        await closeCheckpoint(cp);
+      }
+    }
+    using some = await loadTensors(a, { host: true, filter: [ta[3]!.name, ta[0]!.name] });
+    assert.deepEqual(some.tensors.map((t) => t.name), [ta[0]!.name, ta[3]!.name]);
   });
 
   test('index errors: not JSON, no weight_map, escaping paths, a missing or unlisted tensor, a duplicate entry', async () => {

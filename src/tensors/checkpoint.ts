@@ -120,18 +120,21 @@ export async function describeCheckpoint(input: CheckpointInput, options: Descri
     if (failed) throw failed.reason;
     const sources = settled.map((r) => (r as PromiseFulfilledResult<{ s: TensorSource }>).value.s);
     const files = await Promise.all(sources.map((s, i) => describeFile(s, i, options.signal)));
-    const tensors = new Map<string, FileTensor>();
-    for (const f of files)
-      for (const t of f.tensors) {
-        // One lookup per tensor: a name seen before leaves the size as it was.
-        const before = tensors.size;
-        tensors.set(t.name, t);
-        if (tensors.size === before) {
-          const other = files.find((g) => g.tensors.some((x) => x.name === t.name))!;
-          throw formatError('ERR_PENSTOCK_TENSOR_DUPLICATE_NAME', `the tensor ${JSON.stringify(t.name)} is in both ${other.path} and ${f.path}`, { path: f.path, tensor: t.name });
-        }
-      }
-    const cp: Checkpoint = { files, tensors };
+    const cp = { files } as Checkpoint;
+    // Across files a name may be taken twice, which must be refused before any data moves; within
+    // one file the header reader has refused that already, so the map of a lone file is made on
+    // first use (a load without a list of names never needs it: 15 000 names cost a few ms).
+    if (files.length > 1 || index) cp.tensors = tensorsByName(files);
+    else
+      Object.defineProperty(cp, 'tensors', {
+        configurable: true,
+        enumerable: true,
+        get: () => {
+          const tensors = tensorsByName(files);
+          Object.defineProperty(cp, 'tensors', { value: tensors, writable: true, configurable: true, enumerable: true });
+          return tensors;
+        },
+      });
     if (index) {
       checkIndex(index, cp);
       cp.index = { path: index.path, metadata: index.metadata };
@@ -142,6 +145,22 @@ export async function describeCheckpoint(input: CheckpointInput, options: Descri
     await Promise.allSettled(opened.map((s) => s.close()));
     throw err;
   }
+}
+
+/** Every tensor of the files by name; refuses a name that two files hold. */
+function tensorsByName(files: readonly CheckpointFile[]): Map<string, FileTensor> {
+  const tensors = new Map<string, FileTensor>();
+  for (const f of files)
+    for (const t of f.tensors) {
+      // One lookup per tensor: a name seen before leaves the size as it was.
+      const before = tensors.size;
+      tensors.set(t.name, t);
+      if (tensors.size === before) {
+        const other = files.find((g) => g.tensors.some((x) => x.name === t.name))!;
+        throw formatError('ERR_PENSTOCK_TENSOR_DUPLICATE_NAME', `the tensor ${JSON.stringify(t.name)} is in both ${other.path} and ${f.path}`, { path: f.path, tensor: t.name });
+      }
+    }
+  return tensors;
 }
 
 /** Closes every source the checkpoint opened. */
