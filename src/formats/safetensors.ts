@@ -8,7 +8,7 @@
 import { byteLengthOf, dtypeBits, DTYPES, isDtype, type Dtype } from './dtypes.js';
 import { formatError, type TensorErrorCode } from './errors.js';
 import { exactIndex, isJsonObject, parseStrictJson, StrictJsonError, type JsonValue } from './strict-json.js';
-import { native, type NativeAddon } from '../addon/binding.js';
+import { native, type NativeAddon, type NativeHeaderScan } from '../addon/binding.js';
 
 /** Header lengths beyond this are refused as corrupt (the reference implementation's limit too). */
 export const MAX_HEADER_BYTES = 100_000_000;
@@ -98,9 +98,7 @@ function fromScan(json: Uint8Array, dataLength: number, path: string | undefined
   const scan = headerScanner()?.(json);
   if (!scan) return undefined;
   try {
-    const { count, dtype, rank, dims, offsets } = scan;
-    const names: string[] = [];
-    for (const chunk of scan.names) for (const name of chunk.split('\n')) names.push(name);
+    const names = namesOf(scan.names);
     // The dtype names as the module's own strings: a string made by the addon is not
     // internalized, and every lookup keyed by it (sizes, typed arrays) would take a slow path.
     const dtypes: Dtype[] = [];
@@ -108,15 +106,8 @@ function fromScan(json: Uint8Array, dataLength: number, path: string | undefined
       if (!isDtype(d)) return undefined;
       dtypes.push(DTYPES[DTYPES.indexOf(d)]!);
     }
-    if (names.length !== count) return undefined;
-    const tensors: TensorEntry[] = [];
-    let at = 0;
-    for (let k = 0; k < count; k++) {
-      const shape = shapeAt(dims, at, rank[k]!);
-      at += rank[k]!;
-      tensors.push(checkTensor(names[k]!, dtypes[dtype[k]!]!, shape, small(offsets[2 * k]!), small(offsets[2 * k + 1]!), dataLength, path));
-    }
-    const body: HeaderBody = { tensors };
+    if (names.length !== scan.count) return undefined;
+    const body: HeaderBody = { tensors: scannedEntries(scan, names, dtypes, dataLength, path) };
     if (scan.metadataAt !== undefined) {
       const text = utf8.decode(json.subarray(scan.metadataAt, scan.metadataAt + scan.metadataLength!));
       body.metadata = checkMetadata(parseStrictJson(text), path);
@@ -125,6 +116,30 @@ function fromScan(json: Uint8Array, dataLength: number, path: string | undefined
   } catch {
     return undefined;
   }
+}
+
+/** The names from the scan's strings of them (a pass of its own, as {@link scannedEntries}). */
+function namesOf(chunks: readonly string[]): string[] {
+  const names: string[] = [];
+  for (const chunk of chunks) for (const name of chunk.split('\n')) names.push(name);
+  return names;
+}
+
+/**
+ * Every scanned tensor, checked. Its own function, returning as its loop ends: V8 optimises a
+ * long loop while it runs, and code after the loop that had not yet run would then deoptimise it
+ * on every load (a function called once per load never stays optimised).
+ */
+function scannedEntries(scan: NativeHeaderScan, names: readonly string[], dtypes: readonly Dtype[], dataLength: number, path: string | undefined): TensorEntry[] {
+  const { count, dtype, rank, dims, offsets } = scan;
+  const tensors: TensorEntry[] = [];
+  let at = 0;
+  for (let k = 0; k < count; k++) {
+    const shape = shapeAt(dims, at, rank[k]!);
+    at += rank[k]!;
+    tensors.push(checkTensor(names[k]!, dtypes[dtype[k]!]!, shape, small(offsets[2 * k]!), small(offsets[2 * k + 1]!), dataLength, path));
+  }
+  return tensors;
 }
 
 /**

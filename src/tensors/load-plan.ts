@@ -104,12 +104,27 @@ export function planLoad(cp: Checkpoint, options: PlanOptions = {}): LoadPlan {
   const gap = options.coalesceGap ?? 1 << 20;
   if (!isLength(gap)) throw usage('ERR_PENSTOCK_INVALID_ARGUMENT', `coalesceGap must be a non-negative integer, got ${describe(gap)}`);
   const regions = chosen.map((t) => region(t, rows));
-  // Placed at their index in `chosen`: the plan keeps checkpoint order without sorting again.
+  // Each pass over the tensors is a function of its own that returns as its loop ends (see
+  // layOut), so that V8 keeps it optimised from one load to the next.
+  const { tensors, spans, cursor } = layOut(regions, cp.files.length, gap);
+  let readBytes = 0;
+  for (const s of spans) readBytes += s.size;
+  let end = slabEnd(tensors, cursor);
+  if (options.alignElements) end = alignElements(tensors, end);
+  return { tensors, spans, slabBytes: end, readBytes };
+}
+
+/**
+ * The spans that cover the regions (neighbours within `gap` coalesced) and every tensor's slab
+ * offset. A pass of its own: V8 optimises a long loop while it runs, and code after it that had
+ * not yet run would deoptimise it again on every load.
+ */
+function layOut(regions: Region[], files: number, gap: number): { tensors: PlannedTensor[]; spans: Span[]; cursor: number } {
+  // Placed at their index in `regions`: the plan keeps checkpoint order without sorting again.
   const tensors = new Array<PlannedTensor>(regions.length);
   const spans: Span[] = [];
   let cursor = 0;
-  let readBytes = 0;
-  for (const [f, mine] of byFile(regions, cp.files.length)) {
+  for (const [f, mine] of byFile(regions, files)) {
     let span: Span | undefined;
     for (const i of mine) {
       const r = regions[i]!;
@@ -128,19 +143,27 @@ export function planLoad(cp: Checkpoint, options: PlanOptions = {}): LoadPlan {
     }
     if (span) cursor = span.slabOffset + span.size;
   }
-  for (const s of spans) readBytes += s.size;
-  let end = tensors.reduce((m, t) => Math.max(m, t.byteOffset + t.byteLength), cursor);
-  if (options.alignElements)
-    for (const t of tensors) {
-      const bits = dtypeBits(t.dtype);
-      const elem = bits % 8 === 0 ? bits / 8 : 1;
-      if (t.byteLength === 0 || t.byteOffset % elem === 0) continue;
-      t.copyFrom = t.byteOffset;
-      t.byteOffset = alignUp(end);
-      end = t.byteOffset + t.byteLength;
-    }
-  const slabBytes = end;
-  return { tensors, spans, slabBytes, readBytes };
+  return { tensors, spans, cursor };
+}
+
+/** The end of the slab: past every tensor and span. */
+function slabEnd(tensors: readonly PlannedTensor[], cursor: number): number {
+  let end = cursor;
+  for (const t of tensors) end = Math.max(end, t.byteOffset + t.byteLength);
+  return end;
+}
+
+/** Moves each tensor its span leaves misaligned for its element size to a place of its own past `end`; returns the new end. */
+function alignElements(tensors: PlannedTensor[], end: number): number {
+  for (const t of tensors) {
+    const bits = dtypeBits(t.dtype);
+    const elem = bits % 8 === 0 ? bits / 8 : 1;
+    if (t.byteLength === 0 || t.byteOffset % elem === 0) continue;
+    t.copyFrom = t.byteOffset;
+    t.byteOffset = alignUp(end);
+    end = t.byteOffset + t.byteLength;
+  }
+  return end;
 }
 
 /** Per file, the indexes of its regions in file order (sorted only where they are not already). */
