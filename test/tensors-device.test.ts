@@ -13,6 +13,7 @@ import type { DeviceBuffer as DB } from '../src/index.js';
 const p = await import('../src/index.js');
 const { DeviceBuffer, loadTensors, memoryInfo, verifyTensorSet, assertVerified } = p;
 const { writeSafetensors, writeSharded } = await import('./tensor-writer.js');
+const { BATCHED_SPAN_MAX } = await import('../src/tensors/span-reads.js');
 
 let n = 0;
 const file = (name = 'd') => path.join(tmpDir(), `${name}-${++n}.safetensors`);
@@ -79,6 +80,37 @@ describe('into GPU memory (fake driver)', () => {
     assert.ok((await (v.data as DB).toBuffer()).equals(t.data.subarray(begin * rowBytes, end * rowBytes)));
     assert.equal(set.bytes, (end - begin) * rowBytes);
     assertVerified(await verifyTensorSet(set));
+  });
+
+  test('small tensors read apart go in one batch per file, large ones alone: bytes exact, every span counted, a failed copy frees the slab', async () => {
+    const f = file('scattered');
+    // 60 tensors, every tenth of 2 MiB (beyond the batch's span limit), the others of 2-3 KiB.
+    const scattered = Array.from({ length: 60 }, (_, i) => ({ name: `e.${i}`, dtype: 'BF16' as const, shape: i % 10 === 0 ? [1024, 1024] : [16 + (i % 7), 64] }));
+    const { tensors } = writeSafetensors(f, scattered);
+    const chosen = tensors.filter((_, i) => i % 2 === 0);
+    const big = chosen.filter((t) => t.data.length > BATCHED_SPAN_MAX);
+    assert.equal(big.length, 6);
+    {
+      using set = await loadTensors(f, { device: 0, filter: chosen.map((t) => t.name), coalesceGap: 0 });
+      for (const t of chosen) assert.ok((await (set.get(t.name)!.data as DB).toBuffer()).equals(t.data), t.name);
+      const rec = set.files[0]!;
+      assert.equal(rec.operations, chosen.length);
+      assert.equal(rec.bytes, chosen.reduce((n, t) => n + t.data.length, 0));
+      // The small ones by preads through staging; the large ones by cuFile, as any large read.
+      assert.equal(rec.routes['posix-device']!.bytes, rec.bytes - big.reduce((n, t) => n + t.data.length, 0));
+      assert.equal(rec.routes.gds!.bytes, big.reduce((n, t) => n + t.data.length, 0));
+      assertVerified(await verifyTensorSet(set));
+    }
+    {
+      using pinned = await loadTensors(f, { host: 'pinned', filter: chosen.map((t) => t.name), coalesceGap: 0 });
+      for (const t of chosen) assert.ok(Buffer.from(pinned.get(t.name)!.data as Uint8Array).equals(t.data), t.name);
+      assert.equal(pinned.files[0]!.operations, chosen.length);
+    }
+    const free0 = memoryInfo(0).free;
+    await withEnv({ FAKE_CUDA_FAIL_COPY_AFTER: '0:scattered' }, async () => {
+      await assert.rejects(loadTensors(f, { device: 0, filter: chosen.filter((t) => t.data.length <= BATCHED_SPAN_MAX).map((t) => t.name), coalesceGap: 0 }), { code: 'CUDA_ERROR_ILLEGAL_ADDRESS' });
+    });
+    assert.equal(memoryInfo(0).free, free0);
   });
 
   test('pinned host target', async () => {

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { DTYPES, DTYPE_BITS, loadTensors, planLoad, describeCheckpoint, closeCheckpoint, SLAB_ALIGNMENT, type Dtype, type TensorSet } from '../src/index.js';
+import { DTYPES, DTYPE_BITS, loadTensors, open, planLoad, describeCheckpoint, closeCheckpoint, SLAB_ALIGNMENT, type Dtype, type TensorSet } from '../src/index.js';
 import { tmpDir } from './helpers.js';
 import { writeSafetensors, writeSharded, type TensorSpec } from './tensor-writer.js';
 
@@ -83,6 +83,47 @@ describe('checkpoints of several files', () => {
     writeSafetensors(b, specs.slice(1, 3));
     await assert.rejects(loadTensors([a, b], { host: true }), { code: 'ERR_PENSTOCK_TENSOR_DUPLICATE_NAME' });
     await assert.rejects(describeCheckpoint([a, b]), (err: Error & { code?: string }) => err.code === 'ERR_PENSTOCK_TENSOR_DUPLICATE_NAME' && err.message.includes(a) && err.message.includes(b));
+  });
+
+  test('tensors read apart: one batch per file, bytes exact, every span counted, a short file refused', async () => {
+    const a = file('apart');
+    const b = file('apart');
+    const scattered = (p: string): TensorSpec[] => Array.from({ length: 40 }, (_, i) => ({ name: `${p}.${i}`, dtype: 'F32', shape: [3 + (i % 5), 7] }));
+    const ta = writeSafetensors(a, scattered('a')).tensors;
+    const tb = writeSafetensors(b, scattered('b')).tensors;
+    const chosen = [...ta, ...tb].filter((_, i) => i % 3 === 1);
+    {
+      using set = await loadTensors([a, b], { host: true, filter: chosen.map((t) => t.name), coalesceGap: 0 });
+      for (const t of chosen) assert.ok(bytesOf(set, t.name).equals(t.data), t.name);
+      for (const [k, rec] of set.files.entries()) {
+        const mine = chosen.filter((t) => t.name.startsWith(k === 0 ? 'a.' : 'b.'));
+        assert.equal(rec.operations, mine.length);
+        assert.equal(rec.bytes, mine.reduce((n, t) => n + t.data.length, 0));
+        assert.deepEqual(Object.keys(rec.routes), ['posix-host']);
+        assert.equal(rec.routes['posix-host']!.bytes, rec.bytes);
+        // One batch: its preads read through the small gaps, fewer than the spans (an operation each would be one each).
+        assert.ok(rec.ops >= 1 && rec.ops < mine.length, `${rec.ops} preads for ${mine.length} spans`);
+      }
+    }
+    // The file loses its last tensors once its size is known: the batch's short read is the load's error.
+    const cut = file('apart');
+    fs.copyFileSync(a, cut);
+    const shrinking = async (loc: string) => {
+      const f = await open(loc, 'r');
+      const size = await f.size();
+      fs.truncateSync(loc, size - 450); // into a.37, the last one chosen
+      // Still the engine's file (so its spans go in a batch), reporting the size it had.
+      return new Proxy(f, {
+        get: (t, k) => {
+          if (k === 'size') return async () => size;
+          const v = Reflect.get(t, k, t) as unknown;
+          return typeof v === 'function' ? v.bind(t) : v;
+        },
+      });
+    };
+    await assert.rejects(loadTensors(cut, { host: true, filter: ta.filter((_, i) => i % 3 === 1).map((t) => t.name), coalesceGap: 0, openSource: shrinking }), {
+      code: 'ERR_PENSTOCK_TENSOR_SOURCE_CHANGED',
+    });
   });
 
   test('a checkpoint names every tensor, a lone file\'s as well as a list\'s', async () => {

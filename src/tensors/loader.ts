@@ -1,21 +1,18 @@
 /**
  * `loadTensors`: a checkpoint into one slab of GPU (or host) memory. Headers are parsed and
  * checked first; then one allocation; then every span is read by the engine, all files at
- * once, each span one pipelined operation (an unfiltered file is one span).
+ * once (span-reads.ts), while the tensors' views are made.
  */
 import { DeviceBuffer } from '../memory/device-buffer.js';
 import { warmUpGpu } from '../addon/gpu-preparation.js';
 import { AbortError, usage } from '../vocabulary/errors.js';
 import { describe, isLength } from '../vocabulary/validate.js';
 import { checkOptionKeys } from '../settings/option-keys.js';
-import type { Memory } from '../engine/file.js';
 import { PinnedBuffer } from '../memory/pinned-buffer.js';
-import type { OpRecord } from '../engine/stats.js';
 import { describeCheckpoint, type Checkpoint, type CheckpointInput } from './checkpoint.js';
-import { formatError } from '../formats/errors.js';
-import { planLoad, type LoadPlan, type RowShard, type Span, type TensorFilter } from './load-plan.js';
+import { planLoad, type PlannedTensor, type RowShard, type TensorFilter } from './load-plan.js';
 import type { SourceOpener } from './source.js';
-import { isRemoteRecord } from '../sources/source.js';
+import { readSpans } from './span-reads.js';
 import { TensorSet, viewTensors, type FileLoadRecord, type SlabPlace, type TensorViews } from './tensor-set.js';
 
 /** Options of {@link loadTensors}. */
@@ -64,12 +61,14 @@ export async function loadTensors(input: CheckpointInput, options: LoadTensorsOp
     const { slab, pinned } = allocateSlab(place, plan.slabBytes);
     const setSlab = pinned ? new Uint8Array(pinned.buffer, 0, plan.slabBytes) : slab;
     try {
-      const reading = readSpans(cp, plan, slab, pinned, place, options);
+      const reading = readSpans(cp, plan, pinned ?? slab, place, options);
       // The views are made while the reads run; the reads are waited for even if this fails, so
       // that nothing writes into the slab once it is freed.
       let views: TensorViews;
+      let moved: PlannedTensor[];
       try {
         views = viewTensors(setSlab, plan.tensors, cp.files.map((f) => f.path));
+        moved = plan.tensors.filter((t) => t.copyFrom !== undefined);
       } catch (err) {
         await reading.catch(() => undefined);
         throw err;
@@ -77,7 +76,7 @@ export async function loadTensors(input: CheckpointInput, options: LoadTensorsOp
       const files = await reading;
       // Tensors the reads left misaligned are copied to their aligned places.
       const bytes = pinned ? pinned.bytes : (slab as Uint8Array);
-      for (const t of plan.tensors) if (t.copyFrom !== undefined) bytes.copyWithin(t.byteOffset, t.copyFrom, t.copyFrom + t.byteLength);
+      for (const t of moved) bytes.copyWithin(t.byteOffset, t.copyFrom!, t.copyFrom! + t.byteLength);
       const metadata: Record<string, Record<string, string>> = {};
       for (const f of cp.files) if (f.metadata) metadata[f.path] = f.metadata;
       const init: ConstructorParameters<typeof TensorSet>[0] = {
@@ -130,103 +129,4 @@ function allocateSlab(place: SlabPlace, bytes: number): { slab: DeviceBuffer | U
     return { slab: pinned.bytes, pinned };
   }
   return { slab: new Uint8Array(new ArrayBuffer(bytes)) };
-}
-
-/** Reads every span, files interleaved so that all of them start at once; fails fast. */
-async function readSpans(cp: Checkpoint, plan: LoadPlan, slab: DeviceBuffer | Uint8Array, pinned: PinnedBuffer | undefined, place: SlabPlace, options: LoadTensorsOptions): Promise<FileLoadRecord[]> {
-  const records: FileLoadRecord[] = cp.files.map((f) => ({ path: f.path, operations: 0, ops: 0, bytes: 0, routes: {}, direct: false }));
-  const queue = interleave(plan.spans, cp.files.length);
-  const target: Memory = pinned ?? slab;
-  const inner = new AbortController();
-  const onAbort = () => inner.abort(options.signal?.reason);
-  options.signal?.addEventListener('abort', onAbort, { once: true });
-  const done = new Array<number>(queue.length).fill(0);
-  let reported = 0;
-  const progress = () => {
-    if (!options.onProgress) return;
-    let total = 0;
-    for (const d of done) total += d;
-    if (total !== reported) options.onProgress((reported = total), plan.readBytes);
-  };
-  let next = 0;
-  let failure: unknown;
-  const worker = async () => {
-    while (next < queue.length && failure === undefined) {
-      const i = next++;
-      const span = queue[i]!;
-      try {
-        await readSpan(cp, span, target, records[span.file]!, place, inner.signal, (n) => {
-          done[i] = n;
-          progress();
-        });
-        done[i] = span.size;
-        progress();
-      } catch (err) {
-        if (failure === undefined) failure = err;
-        inner.abort(err);
-      }
-    }
-  };
-  const width = Math.max(cp.files.length, options.concurrency ?? 16);
-  try {
-    await Promise.all(Array.from({ length: Math.min(width, queue.length) }, worker));
-  } finally {
-    options.signal?.removeEventListener('abort', onAbort);
-  }
-  if (failure !== undefined) {
-    if (options.signal?.aborted) throw new AbortError(undefined, { cause: options.signal.reason });
-    throw failure;
-  }
-  for (let f = 0; f < cp.files.length; f++) {
-    const route = cp.files[f]!.source.route;
-    if (place.kind === 'device' && route?.reason && records[f]!.operations > 0) records[f]!.fallback = { ...route.reason };
-  }
-  return records;
-}
-
-async function readSpan(cp: Checkpoint, span: Span, target: Memory, rec: FileLoadRecord, place: SlabPlace, signal: AbortSignal, onProgress: (n: number) => void): Promise<void> {
-  const src = cp.files[span.file]!.source;
-  const opts = { fileOffset: span.fileOffset, size: span.size, targetOffset: span.slabOffset, signal, onProgress };
-  let bytes: number;
-  const recorded = src.readRecorded ? await src.readRecorded(target, opts) : undefined;
-  if (recorded && isRemoteRecord(recorded)) {
-    // A remote read's operations are its HTTP requests (retries included).
-    bytes = recorded.bytes;
-    add(rec, recorded.route, recorded.requests, bytes);
-    rec.ops += recorded.requests;
-  } else if (recorded) {
-    const r: OpRecord = recorded;
-    bytes = r.bytes;
-    const staged = r.mapped ? r.tasks - r.mapped.tasks : r.tasks;
-    const stagedBytes = r.mapped ? r.bytes - r.mapped.bytes : r.bytes;
-    add(rec, r.route, staged, stagedBytes);
-    if (r.mapped && r.mapped.tasks > 0) add(rec, 'mapped-device', r.mapped.tasks, r.mapped.bytes);
-    rec.ops += r.tasks;
-    if (r.direct) rec.direct = true;
-    if (r.mappedFallback) rec.mappedFallback = { ...r.mappedFallback };
-  } else {
-    bytes = await src.read(target, opts);
-    const route = place.kind === 'host' ? 'posix-host' : src.route?.device === 'cufile' ? 'cufile-unknown' : 'posix-device';
-    add(rec, route, 1, bytes);
-    rec.ops += 1;
-  }
-  rec.operations += 1;
-  rec.bytes += bytes;
-  if (bytes !== span.size)
-    throw formatError('ERR_PENSTOCK_TENSOR_SOURCE_CHANGED', `only ${bytes} of ${span.size} bytes at offset ${span.fileOffset} could be read; the file is shorter than its header said`, { path: src.path });
-}
-
-function add(rec: FileLoadRecord, route: keyof FileLoadRecord['routes'], ops: number, bytes: number): void {
-  const c = (rec.routes[route] ??= { ops: 0, bytes: 0 });
-  c.ops += ops;
-  c.bytes += bytes;
-}
-
-/** Spans ordered file 0, file 1, …, file 0, …, so concurrent workers cover every file first. */
-function interleave(spans: readonly Span[], files: number): Span[] {
-  const per: Span[][] = Array.from({ length: files }, () => []);
-  for (const s of spans) per[s.file]!.push(s);
-  const out: Span[] = [];
-  for (let k = 0; out.length < spans.length; k++) for (const list of per) if (k < list.length) out.push(list[k]!);
-  return out;
 }

@@ -112,9 +112,12 @@ export function viewTensors(slab: DeviceBuffer | Uint8Array, planned: readonly P
 export interface FileLoadRecord {
   /** The file's path or URL. */
   path: string;
-  /** Engine operations (one per span read). */
+  /**
+   * Spans read: each an engine operation, except that a local file's spans of at most 1 MiB, when
+   * it has two or more, are read together in one batch (`readBatch`) and counted one each.
+   */
   operations: number;
-  /** Tasks over those operations (the engine's unit, `taskSize` each; for remote sources, HTTP requests). */
+  /** Tasks over those operations (the engine's unit, `taskSize` each; a batch's preads; for remote sources, HTTP requests). */
   ops: number;
   /** Bytes read from this file (tensor bytes plus coalesced gaps). */
   bytes: number;
