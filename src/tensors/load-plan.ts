@@ -148,9 +148,7 @@ function layOut(regions: Region[], files: number, gap: number): { tensors: Plann
 
 /** The end of the slab: past every tensor and span. */
 function slabEnd(tensors: readonly PlannedTensor[], cursor: number): number {
-  let end = cursor;
-  for (const t of tensors) end = Math.max(end, t.byteOffset + t.byteLength);
-  return end;
+  return tensors.reduce((m, t) => Math.max(m, t.byteOffset + t.byteLength), cursor);
 }
 
 /** Moves each tensor its span leaves misaligned for its element size to a place of its own past `end`; returns the new end. */
