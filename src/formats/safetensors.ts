@@ -5,10 +5,11 @@
  * pair, and that no two tensors share bytes. Tensors may come in any order, with gaps between
  * them, and the data section may start at any byte.
  */
-import { byteLengthOf, dtypeBits, DTYPES, isDtype, type Dtype } from './dtypes.js';
-import { formatError, type TensorErrorCode } from './errors.js';
+import { isDtype, type Dtype } from './dtypes.js';
+import { formatError } from './errors.js';
 import { exactIndex, isJsonObject, parseStrictJson, StrictJsonError, type JsonValue } from './strict-json.js';
-import { native, type NativeAddon, type NativeHeaderScan } from '../addon/binding.js';
+import { addEntry, checkMetadata, elementsOf, entryColumns, inOffsetOrder, type EntryColumns } from './safetensors-entries.js';
+import { scannedEntries } from './safetensors-scan.js';
 
 /** Header lengths beyond this are refused as corrupt (the reference implementation's limit too). */
 export const MAX_HEADER_BYTES = 100_000_000;
@@ -64,126 +65,53 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** Parses and checks the header JSON (`json`: the `headerLength` bytes after the first 8). */
 export function parseSafetensorsHeader(json: Uint8Array, fileSize: number, path?: string): SafetensorsHeader {
-  return readHeader(json, fileSize, path, true);
+  return headerOf(readSafetensorsEntries(json, fileSize, path));
 }
 
 /** @internal The strict reader alone, without the addon's scan (which is tested against it). */
 export function parseSafetensorsHeaderStrictly(json: Uint8Array, fileSize: number, path?: string): SafetensorsHeader {
-  return readHeader(json, fileSize, path, false);
+  return headerOf(readSafetensorsEntries(json, fileSize, path, false));
 }
 
-function readHeader(json: Uint8Array, fileSize: number, path: string | undefined, scan: boolean): SafetensorsHeader {
+/** @internal A checked header with its tensors as columns, in the order of their offsets. */
+export interface HeaderEntries extends EntryColumns {
+  /** The JSON's length in bytes. */
+  headerLength: number;
+  /** File offset of the data section. */
+  dataStart: number;
+  /** Bytes of the data section. */
+  dataLength: number;
+}
+
+/**
+ * @internal As {@link parseSafetensorsHeader}, with the tensors as columns: a caller that makes
+ * objects of its own from them (describeCheckpoint) makes one per tensor instead of two.
+ */
+export function readSafetensorsEntries(json: Uint8Array, fileSize: number, path?: string, scan = true): HeaderEntries {
   const headerLength = json.length;
   const dataStart = 8 + headerLength;
   const dataLength = fileSize - dataStart;
   if (dataLength < 0)
     throw formatError('ERR_PENSTOCK_TENSOR_HEADER_PAST_FILE', `the header length ${headerLength} runs past the end of the file (${fileSize} bytes)`, { path });
-  const header: SafetensorsHeader = { headerLength, dataStart, dataLength, tensors: [] };
   // The plain form is read natively; anything else, or anything wrong, is read again strictly,
   // and every error comes from there, so both readers refuse alike.
-  const { tensors, metadata } = (scan ? fromScan(json, dataLength, path) : undefined) ?? parseStrictly(json, dataLength, path);
-  sortAndCheckOverlaps(tensors, path);
-  header.tensors = tensors;
-  if (metadata) header.metadata = metadata;
+  const c = (scan ? scannedEntries(json, dataLength, path) : undefined) ?? parseStrictly(json, dataLength, path);
+  inOffsetOrder(c, path);
+  return Object.assign(c, { headerLength, dataStart, dataLength });
+}
+
+/** The public form of a header: an object per tensor. */
+function headerOf(h: HeaderEntries): SafetensorsHeader {
+  const tensors: TensorEntry[] = [];
+  for (let k = 0; k < h.names.length; k++)
+    tensors.push({ name: h.names[k]!, dtype: h.dtypes[k]!, shape: h.shapes[k]!, elements: h.elements[k]!, begin: h.begins[k]!, end: h.ends[k]! });
+  const header: SafetensorsHeader = { headerLength: h.headerLength, dataStart: h.dataStart, dataLength: h.dataLength, tensors };
+  if (h.metadata) header.metadata = h.metadata;
   return header;
 }
 
-interface HeaderBody {
-  tensors: TensorEntry[];
-  metadata?: Record<string, string>;
-}
-
-/** The header as the addon's scan reads it, every tensor checked; undefined where the scan declines or any check fails. */
-function fromScan(json: Uint8Array, dataLength: number, path: string | undefined): HeaderBody | undefined {
-  const scan = headerScanner()?.(json);
-  if (!scan) return undefined;
-  try {
-    const names = namesOf(scan.names);
-    // The dtype names as the module's own strings: a string made by the addon is not
-    // internalized, and every lookup keyed by it (sizes, typed arrays) would take a slow path.
-    const dtypes: Dtype[] = [];
-    for (const d of scan.dtypes) {
-      if (!isDtype(d)) return undefined;
-      dtypes.push(DTYPES[DTYPES.indexOf(d)]!);
-    }
-    if (names.length !== scan.count) return undefined;
-    const body: HeaderBody = { tensors: scannedEntries(scan, names, dtypes, dataLength, path) };
-    if (scan.metadataAt !== undefined) {
-      const text = utf8.decode(json.subarray(scan.metadataAt, scan.metadataAt + scan.metadataLength!));
-      body.metadata = checkMetadata(parseStrictJson(text), path);
-    }
-    return body;
-  } catch {
-    return undefined;
-  }
-}
-
-/** The names from the scan's strings of them (a pass of its own, as {@link scannedEntries}). */
-function namesOf(chunks: readonly string[]): string[] {
-  const names: string[] = [];
-  for (const chunk of chunks) for (const name of chunk.split('\n')) names.push(name);
-  return names;
-}
-
-/**
- * Every scanned tensor, checked. Its own function, returning as its loop ends: V8 optimises a
- * long loop while it runs, and code after the loop that had not yet run would then deoptimise it
- * on every load (a function called once per load never stays optimised).
- */
-function scannedEntries(scan: NativeHeaderScan, names: readonly string[], dtypes: readonly Dtype[], dataLength: number, path: string | undefined): TensorEntry[] {
-  const { count, dtype, rank, dims, offsets } = scan;
-  const tensors: TensorEntry[] = [];
-  let at = 0;
-  for (let k = 0; k < count; k++) {
-    const shape = shapeAt(dims, at, rank[k]!);
-    at += rank[k]!;
-    tensors.push(checkTensor(names[k]!, dtypes[dtype[k]!]!, shape, small(offsets[2 * k]!), small(offsets[2 * k + 1]!), dataLength, path));
-  }
-  return tensors;
-}
-
-/**
- * A number read from a Float64Array, as a small integer where it is one. Read there, even an
- * integer is a heap number until the code is optimised, and the objects and arrays that hold such
- * numbers keep them as doubles: every later use then allocates, and planning a load of 15 000
- * tensors took twice as long in a fresh process. A bitwise operation gives V8's small integer.
- */
-function small(v: number): number {
-  return v < 0x80000000 ? v | 0 : v;
-}
-
-/** A shape from the scan's dimensions, as an array of exactly its length (most have one to three). */
-function shapeAt(dims: Float64Array, at: number, rank: number): number[] {
-  switch (rank) {
-    case 0:
-      return [];
-    case 1:
-      return [small(dims[at]!)];
-    case 2:
-      return [small(dims[at]!), small(dims[at + 1]!)];
-    case 3:
-      return [small(dims[at]!), small(dims[at + 1]!), small(dims[at + 2]!)];
-    default:
-      return Array.from(dims.subarray(at, at + rank), small);
-  }
-}
-
-let scanner: NativeAddon['scanSafetensorsHeader'] | null | undefined;
-
-/** The addon's header scan, or null where the addon does not load (headers are then read in JavaScript). */
-function headerScanner(): NativeAddon['scanSafetensorsHeader'] | null {
-  if (scanner === undefined) {
-    try {
-      scanner = native().scanSafetensorsHeader;
-    } catch {
-      scanner = null;
-    }
-  }
-  return scanner;
-}
-
 /** The strict reader: any valid JSON, every error worded. */
-function parseStrictly(json: Uint8Array, dataLength: number, path: string | undefined): HeaderBody {
+function parseStrictly(json: Uint8Array, dataLength: number, path: string | undefined): EntryColumns {
   let text: string;
   try {
     text = utf8.decode(json);
@@ -206,42 +134,20 @@ function parseStrictly(json: Uint8Array, dataLength: number, path: string | unde
   if (!isJsonObject(root) || !body.startsWith('{'))
     throw formatError('ERR_PENSTOCK_TENSOR_HEADER_NOT_OBJECT', 'the header JSON is not an object of tensor names', { path });
 
-  const out: HeaderBody = { tensors: [] };
+  const c = entryColumns();
   for (const name of Object.keys(root)) {
     const entry = root[name]!;
     if (name === '__metadata__') {
-      out.metadata = checkMetadata(entry, path);
+      c.metadata = checkMetadata(entry, path);
       continue;
     }
-    out.tensors.push(checkEntry(name, entry, dataLength, path));
+    addStrictEntry(c, name, entry, dataLength, path);
   }
-  return out;
+  return c;
 }
 
-/** Sorts tensors by their offsets (in place) and refuses two that share bytes. */
-function sortAndCheckOverlaps(tensors: TensorEntry[], path: string | undefined): void {
-  tensors.sort((a, b) => a.begin - b.begin || a.end - b.end);
-  let prev: TensorEntry | undefined;
-  for (const t of tensors) {
-    if (t.end === t.begin) continue; // an empty tensor owns no bytes
-    if (prev && t.begin < prev.end)
-      throw formatError('ERR_PENSTOCK_TENSOR_OVERLAP', `tensors ${JSON.stringify(prev.name)} [${prev.begin}, ${prev.end}) and ${JSON.stringify(t.name)} [${t.begin}, ${t.end}) share bytes`, { path, tensor: t.name });
-    prev = t;
-  }
-}
-
-function checkMetadata(v: JsonValue, path?: string): Record<string, string> {
-  if (!isJsonObject(v)) throw formatError('ERR_PENSTOCK_TENSOR_BAD_METADATA', '__metadata__ is not an object', { path });
-  const out: Record<string, string> = {};
-  for (const [k, x] of Object.entries(v)) {
-    if (typeof x !== 'string') throw formatError('ERR_PENSTOCK_TENSOR_BAD_METADATA', `__metadata__.${k} is not a string`, { path });
-    out[k] = x;
-  }
-  return out;
-}
-
-/** An entry as the strict reader reads it: its form first, then what it says ({@link checkTensor}). */
-function checkEntry(name: string, v: JsonValue, dataLength: number, path?: string): TensorEntry {
+/** An entry as the strict reader reads it: its form first, then what it says ({@link addEntry}). */
+function addStrictEntry(c: EntryColumns, name: string, v: JsonValue, dataLength: number, path: string | undefined): void {
   const where = { path, tensor: name };
   const q = JSON.stringify(name);
   if (name.length === 0) throw formatError('ERR_PENSTOCK_TENSOR_EMPTY_NAME', 'a tensor has an empty name', where);
@@ -265,34 +171,5 @@ function checkEntry(name: string, v: JsonValue, dataLength: number, path?: strin
   const end = exactIndex(offs[1]);
   if (begin === undefined || end === undefined)
     throw formatError('ERR_PENSTOCK_TENSOR_BAD_OFFSETS', `data_offsets of tensor ${q} are not non-negative integers`, where);
-  return checkTensor(name, dtype, shape, begin, end, dataLength, path);
-}
-
-/**
- * What an entry says, checked: a non-empty name, a shape whose elements can be addressed,
- * offsets in order and inside the data, and exactly the bytes the dtype and shape need.
- */
-function checkTensor(name: string, dtype: Dtype, shape: number[], begin: number, end: number, dataLength: number, path?: string): TensorEntry {
-  const fail = (code: TensorErrorCode, message: (q: string) => string) => formatError(code, message(JSON.stringify(name)), { path, tensor: name });
-  if (name.length === 0) throw fail('ERR_PENSTOCK_TENSOR_EMPTY_NAME', () => 'a tensor has an empty name');
-  const elements = elementsOf(name, shape, path);
-  if (end < begin) throw fail('ERR_PENSTOCK_TENSOR_OFFSETS_OUT_OF_ORDER', (q) => `tensor ${q} ends (${end}) before it begins (${begin})`);
-  if (end > dataLength) throw fail('ERR_PENSTOCK_TENSOR_OUTSIDE_DATA', (q) => `tensor ${q} [${begin}, ${end}) runs past the data section (${dataLength} bytes)`);
-  const bytes = byteLengthOf(dtype, elements);
-  if (bytes === undefined)
-    throw fail('ERR_PENSTOCK_TENSOR_SUB_BYTE_PACKING', (q) => `tensor ${q}: ${elements} elements of ${dtype} (${dtypeBits(dtype)} bits each) do not fill whole bytes`);
-  if (end - begin !== bytes) throw fail('ERR_PENSTOCK_TENSOR_SIZE_MISMATCH', (q) => `tensor ${q} holds ${end - begin} bytes, but ${dtype} × [${shape.join(', ')}] needs ${bytes}`);
-  return { name, dtype, shape, elements, begin, end };
-}
-
-/** Elements of a shape; refused where they could not be addressed. */
-function elementsOf(name: string, shape: readonly number[], path?: string): number {
-  // A dimension of 0 anywhere leaves no elements, whatever the others (`[2^40, 2^40, 0]`).
-  let elements = shape.includes(0) ? 0 : 1;
-  for (let i = 0; i < shape.length && elements > 0; i++) {
-    elements *= shape[i]!;
-    if (!Number.isSafeInteger(elements * 8))
-      throw formatError('ERR_PENSTOCK_TENSOR_SHAPE_OVERFLOW', `the shape [${shape.slice(0, i + 1).join(', ')}…] of tensor ${JSON.stringify(name)} has more elements than can be addressed`, { path, tensor: name });
-  }
-  return elements;
+  addEntry(c, name, dtype, shape, begin, end, dataLength, path);
 }

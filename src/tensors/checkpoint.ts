@@ -6,7 +6,7 @@
 import { contiguousStrides, type Dtype } from '../formats/dtypes.js';
 import { formatError } from '../formats/errors.js';
 import { NPY_MAGIC, NPY_PREFIX_BYTES, npyHeaderLength, parseNpyHeader } from '../formats/npy.js';
-import { headerLengthOf, parseSafetensorsHeader } from '../formats/safetensors.js';
+import { headerLengthOf, readSafetensorsEntries, type HeaderEntries } from '../formats/safetensors.js';
 import { MAX_INDEX_BYTES, parseShardedIndex, type ShardedIndex } from '../formats/sharded-index.js';
 import { checkOptionKeys } from '../settings/option-keys.js';
 import { usage } from '../vocabulary/errors.js';
@@ -202,14 +202,17 @@ async function describeFile(source: TensorSource, file: number, signal?: AbortSi
   const len = headerLengthOf(first, size, path);
   const json = 8 + len <= first.length ? first.subarray(8, 8 + len) : await readBytes(source, 8, len, signal);
   if (json.length !== len) throw formatError('ERR_PENSTOCK_TENSOR_SOURCE_CHANGED', `the header could not be read whole (${json.length} of ${len} bytes)`, { path });
-  const h = parseSafetensorsHeader(json, size, path);
-  const out: CheckpointFile = {
-    path, format: 'safetensors', size, dataStart: h.dataStart, source,
-    tensors: h.tensors.map((t) => ({
-      name: t.name, dtype: t.dtype, shape: t.shape, strides: contiguousStrides(t.shape),
-      fileOffset: h.dataStart + t.begin, byteLength: t.end - t.begin, file,
-    })),
-  };
+  const h = readSafetensorsEntries(json, size, path);
+  const out: CheckpointFile = { path, format: 'safetensors', size, dataStart: h.dataStart, source, tensors: fileTensors(h, file) };
   if (h.metadata) out.metadata = h.metadata;
   return out;
+}
+
+/** A file's tensors from its header's columns, in offset order. */
+function fileTensors(h: HeaderEntries, file: number): FileTensor[] {
+  const { names, dtypes, shapes, begins, ends, dataStart } = h;
+  const tensors: FileTensor[] = [];
+  for (let k = 0; k < names.length; k++)
+    tensors.push({ name: names[k]!, dtype: dtypes[k]!, shape: shapes[k]!, strides: contiguousStrides(shapes[k]!), fileOffset: dataStart + begins[k]!, byteLength: ends[k]! - begins[k]!, file });
+  return tensors;
 }
