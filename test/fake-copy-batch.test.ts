@@ -83,7 +83,7 @@ async function scattered(n: number): Promise<Seen> {
     assert.ok(back.subarray(r.targetOffset + r.size, r.targetOffset + 2 * slot).every((b) => b === 0xa5), `gap after range ${i}`);
   });
   const route = res.record.routes['posix-device']!;
-  return { copyBatch: cudaStatus().copyBatch ?? null, ranges: route.ranges, copies: route.copies!, copyBatches: route.copyBatches!, fallback: res.record.copyBatchFallback?.code ?? null };
+  return { copyBatch: cudaStatus().copyBatch ?? null, ranges: route.ranges, copies: route.copies!, copyBatches: route.copyBatches!, fallback: res.record.fallbacks.find((f) => f.code === 'COPY_BATCH_UNAVAILABLE')?.code ?? null };
 }
 
 /** submitBatch's answer to a spec asking for batch copies (`copyBatch`), as an error code or 'ok'. */

@@ -40,12 +40,12 @@ const set = await p.loadTensors(file, { device: 0 });
 let same = true;
 for (const t of set.tensors) if (!Buffer.from(await t.data.toBuffer()).equals(want.get(t.name))) same = false;
 const rec = set.files[0];
-const out = { same, routes: Object.keys(rec.routes), fallback: rec.fallback?.code, open: p.runtimeInfo().cufileOpen.open };
+const out = { same, routes: Object.keys(rec.routes), fallback: rec.fallbacks[0]?.code, open: p.runtimeInfo().cufileOpen.open };
 set.free();
 if (process.env.SECOND) {
   await p.prepareGpu(0);
   const again = await p.loadTensors(file, { device: 0 });
-  out.second = { fallback: again.files[0].fallback?.code, routes: Object.keys(again.files[0].routes) };
+  out.second = { fallback: again.files[0].fallbacks[0]?.code, routes: Object.keys(again.files[0].routes) };
   again.free();
 }
 const report = await p.diagnose([file]);

@@ -144,7 +144,7 @@ describe('small reads on the calling thread', () => {
     await using f = await open(file);
     const target = Buffer.alloc(4096 + 2, 0xee);
     const rec = await f.readRecorded(target, { fileOffset: 12345, targetOffset: 1, size: 4096 });
-    assert.equal(rec.inline, true);
+    assert.deepEqual([rec.way, rec.fallbacks, rec.direct], [{ kind: 'inline-host' }, [], false]);
     assert.equal(rec.route, 'posix-host');
     assert.equal(rec.bytes, 4096);
     assert.ok(target.subarray(1, 4097).equals(data.subarray(12345, 12345 + 4096)));
@@ -158,7 +158,7 @@ describe('small reads on the calling thread', () => {
     const { file, data } = makeFile(64 * KiB);
     await using f = await open(file);
     const sab = new SharedArrayBuffer(8192);
-    assert.equal((await f.readRecorded(sab, { fileOffset: 100, size: 8192 })).inline, true);
+    assert.equal((await f.readRecorded(sab, { fileOffset: 100, size: 8192 })).way.kind, 'inline-host');
     assert.ok(Buffer.from(sab).equals(data.subarray(100, 8292)));
     const wide = new Float64Array(new ArrayBuffer(16 * 1024), 8, 1024);
     assert.equal(await f.read(wide, { fileOffset: 5 }), 8192);
@@ -173,7 +173,7 @@ describe('small reads on the calling thread', () => {
     await using f = await open(file);
     const target = Buffer.alloc(4096, 0xee);
     const rec = await f.readRecorded(target, { fileOffset: 4000 });
-    assert.notEqual(rec.inline, true);
+    assert.equal(rec.way.kind, 'pool-host');
     assert.equal(rec.bytes, 1000);
     assert.ok(target.subarray(0, 1000).equals(data.subarray(4000)));
     assert.ok(target.subarray(1000).every((b) => b === 0xee), 'past end of file untouched');
@@ -184,16 +184,16 @@ describe('small reads on the calling thread', () => {
     await using f = await open(file);
     const limit = 64 * KiB;
     const atLimit = Buffer.alloc(limit);
-    assert.equal((await f.readRecorded(atLimit)).inline, true, 'the default limit covers 64 KiB');
+    assert.equal((await f.readRecorded(atLimit)).way.kind, 'inline-host', 'the default limit covers 64 KiB');
     configure({ inlineReadMax: limit });
     const big = Buffer.alloc(limit + 4096);
     try {
       const rec = await f.readRecorded(big);
-      assert.notEqual(rec.inline, true);
+      assert.equal(rec.way.kind, 'pool-host');
       assert.ok(big.equals(data.subarray(0, big.length)));
-      assert.equal((await f.readRecorded(atLimit)).inline, true, 'the limit itself is inline');
+      assert.equal((await f.readRecorded(atLimit)).way.kind, 'inline-host', 'the limit itself is inline');
       configure({ inlineReadMax: 0 });
-      assert.notEqual((await f.readRecorded(atLimit)).inline, true, '0: never inline');
+      assert.equal((await f.readRecorded(atLimit)).way.kind, 'pool-host', '0: never inline');
       assert.ok(atLimit.equals(data.subarray(0, limit)));
     } finally {
       configure({ inlineReadMax: initial.inlineReadMax });
@@ -201,7 +201,7 @@ describe('small reads on the calling thread', () => {
     configure({ directIoRead: true });
     try {
       const small = Buffer.alloc(4096);
-      assert.notEqual((await f.readRecorded(small, { fileOffset: 8192 })).inline, true);
+      assert.equal((await f.readRecorded(small, { fileOffset: 8192 })).way.kind, 'pool-host');
       assert.ok(small.equals(data.subarray(8192, 12288)));
     } finally {
       configure({ directIoRead: initial.directIoRead });
@@ -214,7 +214,7 @@ describe('small reads on the calling thread', () => {
     const seen: number[] = [];
     const p = f.readRecorded(Buffer.alloc(4096), { onProgress: (n) => seen.push(n) });
     assert.deepEqual(seen, []);
-    assert.equal((await p).inline, true);
+    assert.equal((await p).way.kind, 'inline-host');
     assert.deepEqual(seen, [4096]);
   });
 });

@@ -5,9 +5,8 @@
 import type { NativeCuFileSpec, NativeHostSpec, NativeStagedSpec } from '../vocabulary/native-contract.js';
 import type { Settings } from '../settings/config.js';
 import { bounceBytes } from '../addon/runtime.js';
-import {
-  deviceStageScratch, DIRECT_PIECE, hostStagePiece, planDeviceRead, planWrite, stagePiece, taskSizeFor, type ReadPlan,
-} from '../plan/transfer-plan.js';
+import { deviceStageScratch, DIRECT_PIECE, hostStagePiece, planWrite, stagePiece, taskSizeFor } from '../plan/transfer-plan.js';
+import type { StagedWay } from '../plan/transfer-way.js';
 
 /** What every spec of one transfer shares. */
 export interface SpecBase {
@@ -28,11 +27,13 @@ export function hostSpec(s: Readonly<Settings>, base: SpecBase, size: number, vi
   };
 }
 
-/** A staged transfer of `size` bytes between the file and GPU memory at `devicePtr`, with the mapped share `mapped` (reads). */
-export function stagedSpec(s: Readonly<Settings>, base: SpecBase, size: number, devicePtr: bigint, device: number, directFd: number, mapped: ReadPlan['mapped']): NativeStagedSpec {
+/** A staged transfer of `size` bytes between the file and GPU memory at `devicePtr`, the way `way` says (a read's split, its mapped share). */
+export function stagedSpec(s: Readonly<Settings>, base: SpecBase, size: number, devicePtr: bigint, device: number, directFd: number, way: StagedWay): NativeStagedSpec {
   const { write } = base;
   const direct = directFd >= 0;
-  const shape = write ? planWrite(s, direct, size) : planDeviceRead(s, size, direct, mapped !== undefined);
+  const mapped = way.variant === 'mapped' ? way.mapped : undefined;
+  // Reads come split by the plan; writes are split here, once O_DIRECT is known.
+  const shape = way.split ?? planWrite(s, direct, size);
   return {
     ...base, route: 'posix-device', directFd, size, devicePtr, device,
     mapped: mapped !== undefined, mappedPiece: mapped?.piece ?? 0, mappedClaimDivisor: mapped?.claimDivisor ?? 0,

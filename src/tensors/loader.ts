@@ -10,7 +10,8 @@ import { describe, isLength } from '../vocabulary/validate.js';
 import { checkOptionKeys } from '../settings/option-keys.js';
 import type { Memory } from '../engine/file.js';
 import { PinnedBuffer } from '../memory/pinned-buffer.js';
-import type { OpRecord } from '../engine/stats.js';
+import { mappedShareOf, type OpRecord } from '../engine/op-record.js';
+import type { Reason } from '../vocabulary/reasons.js';
 import { describeCheckpoint, type Checkpoint, type CheckpointInput } from './checkpoint.js';
 import { formatError } from '../formats/errors.js';
 import { planLoad, type LoadPlan, type RowShard, type Span, type TensorFilter } from './load-plan.js';
@@ -124,7 +125,7 @@ function allocateSlab(place: SlabPlace, bytes: number): { slab: DeviceBuffer | U
 
 /** Reads every span, files interleaved so that all of them start at once; fails fast. */
 async function readSpans(cp: Checkpoint, plan: LoadPlan, slab: DeviceBuffer | Uint8Array, pinned: PinnedBuffer | undefined, place: SlabPlace, options: LoadTensorsOptions): Promise<FileLoadRecord[]> {
-  const records: FileLoadRecord[] = cp.files.map((f) => ({ path: f.path, operations: 0, ops: 0, bytes: 0, routes: {}, direct: false }));
+  const records: FileLoadRecord[] = cp.files.map((f) => ({ path: f.path, operations: 0, ops: 0, bytes: 0, routes: {}, fallbacks: [], direct: false }));
   const queue = interleave(plan.spans, cp.files.length);
   const target: Memory = pinned ?? slab;
   const inner = new AbortController();
@@ -169,7 +170,8 @@ async function readSpans(cp: Checkpoint, plan: LoadPlan, slab: DeviceBuffer | Ui
   }
   for (let f = 0; f < cp.files.length; f++) {
     const route = cp.files[f]!.source.route;
-    if (place.kind === 'device' && route?.reason && records[f]!.operations > 0) records[f]!.fallback = { ...route.reason };
+    // Why the file's device reads are not cuFile's comes first, even where none reached gdsThreshold.
+    if (place.kind === 'device' && route?.reason && records[f]!.operations > 0) noteFallbacks(records[f]!, [route.reason], true);
   }
   return records;
 }
@@ -187,13 +189,12 @@ async function readSpan(cp: Checkpoint, span: Span, target: Memory, rec: FileLoa
   } else if (recorded) {
     const r: OpRecord = recorded;
     bytes = r.bytes;
-    const staged = r.mapped ? r.tasks - r.mapped.tasks : r.tasks;
-    const stagedBytes = r.mapped ? r.bytes - r.mapped.bytes : r.bytes;
-    add(rec, r.route, staged, stagedBytes);
-    if (r.mapped && r.mapped.tasks > 0) add(rec, 'mapped-device', r.mapped.tasks, r.mapped.bytes);
+    const mapped = mappedShareOf(r);
+    add(rec, r.route, r.tasks - (mapped?.tasks ?? 0), r.bytes - (mapped?.bytes ?? 0));
+    if (mapped) add(rec, 'mapped-device', mapped.tasks, mapped.bytes);
     rec.ops += r.tasks;
     if (r.direct) rec.direct = true;
-    if (r.mappedFallback) rec.mappedFallback = { ...r.mappedFallback };
+    noteFallbacks(rec, r.fallbacks, false);
   } else {
     bytes = await src.read(target, opts);
     const route = place.kind === 'host' ? 'posix-host' : src.route?.device === 'cufile' ? 'cufile-unknown' : 'posix-device';
@@ -204,6 +205,13 @@ async function readSpan(cp: Checkpoint, span: Span, target: Memory, rec: FileLoa
   rec.bytes += bytes;
   if (bytes !== span.size)
     throw formatError('ERR_PENSTOCK_TENSOR_SOURCE_CHANGED', `only ${bytes} of ${span.size} bytes at offset ${span.fileOffset} could be read; the file is shorter than its header said`, { path: src.path });
+}
+
+/** Adds each of `reasons` whose code `rec` does not hold yet, at the front with `first`. */
+function noteFallbacks(rec: FileLoadRecord, reasons: readonly Reason[], first: boolean): void {
+  const fresh = reasons.filter((r) => !rec.fallbacks.some((f) => f.code === r.code)).map((r) => ({ ...r }));
+  if (first) rec.fallbacks.unshift(...fresh);
+  else rec.fallbacks.push(...fresh);
 }
 
 function add(rec: FileLoadRecord, route: keyof FileLoadRecord['routes'], ops: number, bytes: number): void {

@@ -63,7 +63,7 @@ describe('tensor loading on the GPU, against Python safetensors', () => {
       assert.equal(await tensorSha256(v), expected[v.name]!.sha256, v.name);
       assert.deepEqual(v.shape, expected[v.name]!.shape);
     }
-    t.diagnostic(`${set.bytes} bytes in ${set.seconds.toFixed(3)} s (${(set.bytes / set.seconds / 1e9).toFixed(2)} GB/s), routes ${JSON.stringify(set.routeTotals())}${set.files[0]!.fallback ? `, fallback ${set.files[0]!.fallback.code}` : ''}`);
+    t.diagnostic(`${set.bytes} bytes in ${set.seconds.toFixed(3)} s (${(set.bytes / set.seconds / 1e9).toFixed(2)} GB/s), routes ${JSON.stringify(set.routeTotals())}${set.files[0]!.fallbacks.length ? `, fallbacks ${set.files[0]!.fallbacks.map((r) => r.code).join(' ')}` : ''}`);
   });
 
   test('the same tensors in 3 shards through the index: equal to load_file of each shard', async (t) => {
