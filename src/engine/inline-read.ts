@@ -8,7 +8,7 @@
 import { performance } from 'node:perf_hooks';
 import { native } from '../addon/binding.js';
 import type { HostRegion } from '../memory/host-memory.js';
-import type { TransferWay } from '../plan/transfer-way.js';
+import type { InlineDeviceSplit } from '../plan/transfer-way.js';
 
 /** The outcome of one attempt. */
 export type CachedRead =
@@ -37,7 +37,7 @@ const report = new Uint32Array(1);
  * spinning workers helping to read them as `split` says (transfer-plan.ts `inlineDeviceSplit`),
  * each finished run of pieces copied while the rest are read, all of it waited for here.
  */
-export function readCachedToDevice(fd: number, device: number, devicePtr: bigint, size: number, fileOffset: number, split: Extract<TransferWay, { kind: 'inline-device' }>['split']): CachedRead {
+export function readCachedToDevice(fd: number, device: number, devicePtr: bigint, size: number, fileOffset: number, split: InlineDeviceSplit): CachedRead {
   const t0 = performance.now();
   const { piece, helpers, scratch } = split;
   report[0] = 0;

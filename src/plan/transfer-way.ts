@@ -87,6 +87,9 @@ export interface MappedShare {
   claimDivisor: number;
 }
 
+/** How a read on the calling thread into the GPU is cut: bytes per piece, pool workers asked to help, through scratch or not. */
+export type InlineDeviceSplit = ReturnType<typeof inlineDeviceSplit>;
+
 /** Bytes per task of a staged read into the GPU, and the gather stage's copy size and streams (0: not gathered). */
 export interface DeviceReadSplit {
   taskSize: number;
@@ -113,7 +116,7 @@ export type TransferWay =
   /** One copy by the GPU out of page-cache pages kept registered, on the calling thread or through the pool. */
   | { kind: 'kept'; kept: KeptPlan; onCallingThread: boolean }
   /** Preads from the page cache into the GPU's inline staging on the calling thread, with pool workers helping as `split` says. */
-  | { kind: 'inline-device'; split: { piece: number; helpers: number; scratch: boolean } }
+  | { kind: 'inline-device'; split: InlineDeviceSplit }
   | StagedWay
   /** One non-blocking pread on the calling thread, from the page cache into host memory. */
   | { kind: 'inline-host' }
