@@ -10,7 +10,7 @@ import { AbortError, fromNative } from '../vocabulary/errors.js';
 import type { Reason } from '../vocabulary/reasons.js';
 import type { HandedBack, KeptPlan } from '../plan/transfer-way.js';
 import { KEPT_SETTLE_NS, keptTaskSize, type KeptFile } from './kept-pages.js';
-import { callingThreadResult, recordOf, type OpRecord } from './op-record.js';
+import { callingThreadResult, recordOf, type OpRecord, type RunResult } from './op-record.js';
 import { runJob, settleInline, type Tally } from './runner.js';
 
 const EBUSY = 16;
@@ -34,7 +34,7 @@ export interface KeptRead {
  * stream in use). Throws the read's own errors, its failure tallied first.
  */
 export async function readKept(file: KeptFile, plan: KeptPlan, onCallingThread: boolean, r: KeptRead, tally: Tally): Promise<OpRecord | HandedBack> {
-  const record = (res: Parameters<typeof recordOf>[3], here: boolean) =>
+  const record = (res: RunResult, here: boolean) =>
     recordOf({ kind: 'kept', pages: plan.keep ? 'registered' : 'reused', onCallingThread: here }, 'mapped-device', r.device, res, false, r.fallbacks);
   if (onCallingThread) {
     const t0 = performance.now();

@@ -123,9 +123,6 @@ export type TransferWay =
   /** Pool tasks straight between the file and host memory. */
   | { kind: 'pool-host'; direct: boolean; cold?: ColdRead };
 
-/** Which kind of way. */
-export type WayKind = TransferWay['kind'];
-
 /** A plan: the way, and the fallbacks met on the way to it (faster ways not taken, and why). */
 export interface TransferPlan {
   way: TransferWay;
@@ -147,7 +144,7 @@ export function usesDirect(way: TransferWay): boolean {
  */
 export function planTransfer(request: TransferRequest, facts: TransferFacts): TransferPlan {
   const s = facts.settings;
-  const { size, fileOffset } = request;
+  const { size } = request;
   const read = request.op === 'read';
   const back = request.handedBack ?? {};
   const fallbacks: Reason[] = [];

@@ -131,8 +131,8 @@ const scenarios: Record<string, () => Promise<void>> = {
     const read = await f.readRecorded(got);
     const write = await f.writeRecorded(expected);
     report({
-      readBytes: read.bytes, readDirect: read.direct, same: got.equals(expected),
-      writeBytes: write.bytes, writeDirect: write.direct, route: f.route.directIo?.code,
+      readBytes: read.bytes, readDirect: read.direct, readFallbacks: read.fallbacks.map((r) => r.code), same: got.equals(expected),
+      writeBytes: write.bytes, writeDirect: write.direct, writeFallbacks: write.fallbacks.map((r) => r.code), route: f.route.directIo?.code,
     });
   },
 };
