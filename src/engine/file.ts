@@ -282,7 +282,7 @@ export class PenstockFile {
         }
         const p = plan(size, true);
         const directFd = p.direct ? await this.#direct() : -1;
-        spec = stagedSpec(s, base, size, memory.ptr + BigInt(memOffset), device, directFd, p.mapped);
+        spec = stagedSpec(s, base, size, memory.ptr + BigInt(memOffset), device, directFd, p.mapped, 'stripe' in p ? p.stripe : undefined);
       }
       if (onProgress) spec.progress = progressOf(onProgress);
       ensurePool();
@@ -307,9 +307,10 @@ export class PenstockFile {
       if (r === 'unsupported') this.#inlineUnsupported = true;
       else if (r !== 'pool') return this.#inlineDone('posix-host', undefined, r.bytes, r.ns, onProgress);
     }
-    const directFd = plan(size, false).direct ? await this.#direct() : -1;
+    const p = plan(size, false);
+    const directFd = p.direct ? await this.#direct() : -1;
     ensurePool();
-    const spec: NativeOpSpec = hostSpec(s, base, size, host.view, host.offset + memOffset, directFd);
+    const spec: NativeOpSpec = hostSpec(s, base, size, host.view, host.offset + memOffset, directFd, 'stripe' in p ? p.stripe : undefined);
     if (onProgress) spec.progress = progressOf(onProgress);
     const run = () => this.#run(spec, signal, (r, failed) => this.#record('posix-host', undefined, r, failed, spec.directFd >= 0));
     return host.pinned ? host.pinned.use(run) : run();

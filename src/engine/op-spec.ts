@@ -19,24 +19,29 @@ export interface SpecBase {
 }
 
 /** A transfer of `size` bytes between the file and host memory (`view` at `hostOffset`). */
-export function hostSpec(s: Readonly<Settings>, base: SpecBase, size: number, view: NativeHostSpec['host'], hostOffset: number, directFd: number): NativeHostSpec {
+export function hostSpec(s: Readonly<Settings>, base: SpecBase, size: number, view: NativeHostSpec['host'], hostOffset: number, directFd: number, stripe?: number): NativeHostSpec {
   const { write } = base;
   return {
-    ...base, route: 'posix-host', directFd, size, taskSize: taskSizeFor(s, size), host: view, hostOffset,
-    hostStagePiece: write ? 0 : hostStagePiece(s, size), directPiece: directFd >= 0 ? DIRECT_PIECE : 0,
+    ...base, route: 'posix-host', directFd, size, taskSize: stripe ?? taskSizeFor(s, size), host: view, hostOffset,
+    // A stripe reads straight into the target: requests as large as the task let readahead run.
+    hostStagePiece: write || stripe ? 0 : hostStagePiece(s, size), directPiece: directFd >= 0 ? DIRECT_PIECE : 0,
     ...(write ? planWrite(s, directFd >= 0, size) : {}),
   };
 }
 
-/** A staged transfer of `size` bytes between the file and GPU memory at `devicePtr`, with the mapped share `mapped` (reads). */
-export function stagedSpec(s: Readonly<Settings>, base: SpecBase, size: number, devicePtr: bigint, device: number, directFd: number, mapped: ReadPlan['mapped']): NativeStagedSpec {
+/**
+ * A staged transfer of `size` bytes between the file and GPU memory at `devicePtr`, with the
+ * mapped share `mapped` (reads), or in stripes of `stripe` bytes (uncached reads).
+ */
+export function stagedSpec(s: Readonly<Settings>, base: SpecBase, size: number, devicePtr: bigint, device: number, directFd: number, mapped: ReadPlan['mapped'], stripe?: number): NativeStagedSpec {
   const { write } = base;
   const direct = directFd >= 0;
-  const shape = write ? planWrite(s, direct, size) : planDeviceRead(s, size, direct, mapped !== undefined);
+  const striped = !write && !mapped && stripe !== undefined;
+  const shape = write ? planWrite(s, direct, size) : striped ? { taskSize: stripe, gatherCopy: 0, gatherStreams: 0 } : planDeviceRead(s, size, direct, mapped !== undefined);
   return {
     ...base, route: 'posix-device', directFd, size, devicePtr, device,
     mapped: mapped !== undefined, mappedPiece: mapped?.piece ?? 0, mappedClaimDivisor: mapped?.claimDivisor ?? 0,
-    ...shape, stagePiece: stagePiece(shape.taskSize, bounceBytes() / 2, direct, write), stageScratch: deviceStageScratch(size, direct, write),
+    ...shape, stagePiece: stagePiece(shape.taskSize, bounceBytes() / 2, direct, write), stageScratch: striped ? 0 : deviceStageScratch(size, direct, write),
   };
 }
 
