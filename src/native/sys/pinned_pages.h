@@ -5,7 +5,7 @@
 // critical path of a fresh process's first load. Anonymous memory faulted in by the thread that
 // asks for it (transparent huge pages where the kernel gives them) and then registered with
 // cuMemHostRegister pins the same 256 MiB in 14 ms from 16 threads, 36 ms from one
-// (.probe measurements of 2026-12-08, H100 VM). Where registration is refused (a driver without
+// (H100 machine, 2026-12-08). Where registration is refused (a driver without
 // it, a kernel that will not pin), the driver's own allocation is the fallback.
 #pragma once
 #include <cstddef>
