@@ -241,6 +241,7 @@ describe("directIoRead 'auto'", () => {
     target.fill(0);
     const cold = await f.readRecorded(target, { fileOffset: 1 });
     assert.equal(cold.direct, true);
+    assert.equal(cold.tasks, Math.ceil(cold.bytes / (4 << 20)), 'O_DIRECT: tasks of the task size, claimed in turn');
     assert.deepEqual(f.route.coldReads, { device: 'nvme0n1', direct: true });
     assert.equal(cold.bytes, data.length - 1);
     assert.ok(target.subarray(0, cold.bytes).equals(data.subarray(1)));
@@ -255,6 +256,7 @@ describe("directIoRead 'auto'", () => {
     target.fill(0);
     const buffered = await g.readRecorded(target, { fileOffset: 1 });
     assert.equal(buffered.direct, false);
+    assert.equal(buffered.tasks, 4, 'one stripe per worker');
     assert.deepEqual(g.route.coldReads, { device: 'vda', direct: false });
     assert.ok(target.subarray(0, buffered.bytes).equals(data.subarray(1)));
   });

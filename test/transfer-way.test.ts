@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { defaults, type Settings } from '../src/settings/config.js';
-import { GATHER_COPY, GATHER_STREAMS, GATHER_TASK, MAPPED_CLAIM_DIVISOR, MAPPED_PIECE, deviceReadTaskSize, inlineDeviceSplit, planDeviceRead } from '../src/plan/transfer-plan.js';
+import { GATHER_COPY, GATHER_STREAMS, GATHER_TASK, MAPPED_CLAIM_DIVISOR, MAPPED_PIECE, coldStripe, deviceReadTaskSize, inlineDeviceSplit, planDeviceRead } from '../src/plan/transfer-plan.js';
 import { planTransfer, usesDirect, type FileRouteState, type KeptPlan, type TransferFacts, type TransferRequest, type TransferWay } from '../src/plan/transfer-way.js';
 import { directIoUnavailable, keptPagesNotCached, keptPagesStale, type Reason } from '../src/vocabulary/reasons.js';
 import type { CompatMode } from '../src/settings/table.js';
@@ -84,7 +84,7 @@ const HOST_ROWS: Row[] = [
   ['directIoRead true: O_DIRECT, never inline', read('host', 4 * KiB), { settings: { directIoRead: true } }, { kind: 'pool-host', direct: true }, []],
   ['a warm large read: buffered, residency sampled once', read('host', 128 * MiB), {}, { kind: 'pool-host', direct: false }, [], ['residency']],
   ['a cold large read on NVMe: O_DIRECT', read('host', 128 * MiB), { residency: 0.1 }, { kind: 'pool-host', direct: true, cold: { device: 'nvme0n1', direct: true } }, [], ['residency', 'storage']],
-  ['a cold large read on a virtio disk: readahead', read('host', 128 * MiB), { residency: 0.1, storage: VIRTIO }, { kind: 'pool-host', direct: false, cold: { device: 'vda', direct: false } }, []],
+  ['a cold large read on a virtio disk: readahead, a stripe per worker', read('host', 128 * MiB), { residency: 0.1, storage: VIRTIO }, { kind: 'pool-host', direct: false, stripe: coldStripe(SETTINGS, 128 * MiB), cold: { device: 'vda', direct: false } }, []],
   ['O_DIRECT planned, the descriptor refused: buffered, and why', read('host', 128 * MiB), { residency: 0, file: { directIo: directIoUnavailable('EINVAL') } }, { kind: 'pool-host', direct: false, cold: { device: 'nvme0n1', direct: true } }, ['DIRECT_IO_REFUSED']],
   ['a write: never inline, buffered by default', write('host', 4 * KiB), {}, { kind: 'pool-host', direct: false }, [], []],
   ['a write under directIoWrite', write('host', 4 * KiB), { settings: { directIoWrite: true } }, { kind: 'pool-host', direct: true }, []],
@@ -117,6 +117,9 @@ const DEVICE_ROWS: Row[] = [
     kind: 'staged', variant: 'bounce', direct: false, split: planDeviceRead({ ...SETTINGS, threads: 2 }, 256 * MiB, false, false),
   }, []],
   ['large and warm, many threads: staging alone', read('device', 256 * MiB), {}, bounce(256 * MiB), []],
+  ['large and cold on a virtio disk: a stripe per worker through the page cache', read('device', 256 * MiB), { residency: 0, storage: VIRTIO }, {
+    kind: 'staged', variant: 'striped', direct: false, split: { taskSize: coldStripe(SETTINGS, 256 * MiB), gatherCopy: 0, gatherStreams: 0 }, cold: { device: 'vda', direct: false },
+  }, []],
   ['large and cold on NVMe: O_DIRECT through the bounce halves', read('device', 256 * MiB), { residency: 0 }, { ...bounce(256 * MiB, true), cold: { device: 'nvme0n1', direct: true } }, []],
   ['O_DIRECT refused for the file: buffered, gathered where it fits, and why', read('device', 4 * MiB), { settings: { directIoRead: true }, file: { directIo: directIoUnavailable('EINVAL') } }, {
     kind: 'staged', variant: 'gathered', direct: false, split: staged(4 * MiB),

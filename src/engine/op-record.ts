@@ -6,6 +6,7 @@
  */
 import type { NativeOpResult } from '../vocabulary/native-contract.js';
 import type { Reason, Route } from '../vocabulary/reasons.js';
+import type { StagedWay } from '../plan/transfer-way.js';
 import type { Booking, WorkShare } from './stats.js';
 
 /** The way an operation ran, with the numbers particular to it. */
@@ -14,6 +15,8 @@ export type RecordedWay =
   | { kind: 'cufile' }
   /** Pool tasks through the workers' bounce halves (reads and writes into and from the GPU). */
   | { kind: 'staged'; variant: 'bounce' }
+  /** A staged read of uncached data through the page cache: one stripe per worker, read front to back into its bounce halves. */
+  | { kind: 'staged'; variant: 'striped' }
   /** A staged read whose tasks filled the GPU's gather stage, which went to the GPU in `orderedCopies` copies, in order, on one stream. */
   | { kind: 'staged'; variant: 'gathered'; orderedCopies: number }
   /**
@@ -81,12 +84,15 @@ export function callingThreadResult(bytes: number, ns: number, waited: boolean):
   return { bytes, tasks: 1, peakTasks: 1, routeShare: { tasks: 1, bytes, busyNs: ns, ioNs: waited ? 0 : ns, waitNs: waited ? ns : 0 } };
 }
 
-/** How a staged operation ran: mapped where its mapped share carried a task, gathered where it held the gather stage. */
-export function stagedAsRun(r: RunResult): RecordedWay {
+/**
+ * How a staged operation planned as `planned` ran: mapped where its mapped share carried a task,
+ * gathered where it held the gather stage, striped as planned (nothing turns stripes off).
+ */
+export function stagedAsRun(r: RunResult, planned: StagedWay['variant']): RecordedWay {
   const m = r.mapped;
   if (m && m.tasks > 0) return { kind: 'staged', variant: 'mapped', mapped: { tasks: m.tasks, bytes: m.bytes, busyNs: m.busyNs, ioNs: m.ioNs, waitNs: m.waitNs } };
   if (r.orderedCopies !== undefined) return { kind: 'staged', variant: 'gathered', orderedCopies: r.orderedCopies };
-  return { kind: 'staged', variant: 'bounce' };
+  return { kind: 'staged', variant: planned === 'striped' ? 'striped' : 'bounce' };
 }
 
 /** The share of `rec` the mapped route carried, if any. */

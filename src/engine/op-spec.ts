@@ -17,12 +17,13 @@ export interface SpecBase {
   writePiece: number;
 }
 
-/** A transfer of `size` bytes between the file and host memory (`view` at `hostOffset`). */
-export function hostSpec(s: Readonly<Settings>, base: SpecBase, size: number, view: NativeHostSpec['host'], hostOffset: number, directFd: number): NativeHostSpec {
+/** A transfer of `size` bytes between the file and host memory (`view` at `hostOffset`), in stripes of `stripe` bytes (uncached reads). */
+export function hostSpec(s: Readonly<Settings>, base: SpecBase, size: number, view: NativeHostSpec['host'], hostOffset: number, directFd: number, stripe?: number): NativeHostSpec {
   const { write } = base;
   return {
-    ...base, route: 'posix-host', directFd, size, taskSize: taskSizeFor(s, size), host: view, hostOffset,
-    hostStagePiece: write ? 0 : hostStagePiece(s, size), directPiece: directFd >= 0 ? DIRECT_PIECE : 0,
+    ...base, route: 'posix-host', directFd, size, taskSize: stripe ?? taskSizeFor(s, size), host: view, hostOffset,
+    // A stripe reads straight into the target: requests as large as the task let readahead run.
+    hostStagePiece: write || stripe ? 0 : hostStagePiece(s, size), directPiece: directFd >= 0 ? DIRECT_PIECE : 0,
     ...(write ? planWrite(s, directFd >= 0, size) : {}),
   };
 }
@@ -37,7 +38,8 @@ export function stagedSpec(s: Readonly<Settings>, base: SpecBase, size: number, 
   return {
     ...base, route: 'posix-device', directFd, size, devicePtr, device,
     mapped: mapped !== undefined, mappedPiece: mapped?.piece ?? 0, mappedClaimDivisor: mapped?.claimDivisor ?? 0,
-    ...shape, stagePiece: stagePiece(shape.taskSize, bounceBytes() / 2, direct, write), stageScratch: deviceStageScratch(size, direct, write),
+    // A stripe reads straight into the bounce halves, like the host stripes.
+    ...shape, stagePiece: stagePiece(shape.taskSize, bounceBytes() / 2, direct, write), stageScratch: way.variant === 'striped' ? 0 : deviceStageScratch(size, direct, write),
   };
 }
 

@@ -69,7 +69,7 @@ export function runOnPool(way: FinalWay, fallbacks: Reason[], job: TransferJob):
   ensurePool();
   if (target.kind === 'host') {
     if (way.kind !== 'pool-host') throw new Error(`the ${way.kind} way has no host memory`);
-    const spec = hostSpec(job.settings, base, job.size, target.host.view, target.host.offset + target.memOffset, directFd);
+    const spec = hostSpec(job.settings, base, job.size, target.host.view, target.host.offset + target.memOffset, directFd, way.stripe);
     const run = () => submit(spec, job, (r) => pooled({ kind: 'pool-host' }, 'posix-host', undefined, r, directFd >= 0, fallbacks, job), failedBooking('posix-host', undefined));
     return target.host.pinned ? target.host.pinned.use(run) : run();
   }
@@ -87,7 +87,7 @@ export function runOnPool(way: FinalWay, fallbacks: Reason[], job: TransferJob):
   const spec = stagedSpec(job.settings, base, job.size, buffer.ptr + BigInt(memOffset), device, directFd, way);
   // The buffer may have been freed while the O_DIRECT descriptor opened: withBusy checks.
   return buffer.withBusy(() =>
-    submit(spec, job, (r) => pooled(stagedAsRun(r), 'posix-device', device, r, directFd >= 0, fallbacks, job), failedBooking('posix-device', device)),
+    submit(spec, job, (r) => pooled(stagedAsRun(r, way.variant), 'posix-device', device, r, directFd >= 0, fallbacks, job), failedBooking('posix-device', device)),
   );
 }
 

@@ -99,13 +99,15 @@ export interface DeviceReadSplit {
 
 /**
  * Pool tasks through the workers' pinned staging. `bounce`: each task through its worker's
- * bounce halves (with O_DIRECT where `direct`); `gathered`: tasks streamed into the GPU's gather
- * stage, copied in order while the rest are read; `mapped`: the bounce halves from the front and
- * the GPU copying page-cache pages from the back. Reads carry their split; writes are split by
- * op-spec.ts.
+ * bounce halves (with O_DIRECT where `direct`); `striped`: the same for a read of uncached data
+ * through the page cache, one stripe per worker read front to back straight into the halves, so
+ * readahead follows each; `gathered`: tasks streamed into the GPU's gather stage, copied in order
+ * while the rest are read; `mapped`: the bounce halves from the front and the GPU copying
+ * page-cache pages from the back. Reads carry their split; writes are split by op-spec.ts.
  */
 export type StagedWay =
   | { kind: 'staged'; variant: 'bounce'; direct: boolean; split?: DeviceReadSplit; cold?: ColdRead }
+  | { kind: 'staged'; variant: 'striped'; direct: false; split: DeviceReadSplit; cold?: ColdRead }
   | { kind: 'staged'; variant: 'gathered'; direct: false; split: DeviceReadSplit; cold?: ColdRead }
   | { kind: 'staged'; variant: 'mapped'; direct: false; split: DeviceReadSplit; mapped: MappedShare; cold?: ColdRead };
 
@@ -120,8 +122,8 @@ export type TransferWay =
   | StagedWay
   /** One non-blocking pread on the calling thread, from the page cache into host memory. */
   | { kind: 'inline-host' }
-  /** Pool tasks straight between the file and host memory. */
-  | { kind: 'pool-host'; direct: boolean; cold?: ColdRead };
+  /** Pool tasks straight between the file and host memory; a read of uncached data through the page cache in one `stripe` per worker. */
+  | { kind: 'pool-host'; direct: boolean; stripe?: number; cold?: ColdRead };
 
 /** A plan: the way, and the fallbacks met on the way to it (faster ways not taken, and why). */
 export interface TransferPlan {
@@ -154,7 +156,7 @@ export function planTransfer(request: TransferRequest, facts: TransferFacts): Tr
   if (request.memory === 'host') {
     if (inlineOpen && readsInline(s, size)) return plan({ kind: 'inline-host' });
     const p = poolDecision(request, facts, fallbacks);
-    return plan({ kind: 'pool-host', direct: p.direct, ...(p.cold ? { cold: p.cold } : {}) });
+    return plan({ kind: 'pool-host', direct: p.direct, ...(p.stripe ? { stripe: p.stripe } : {}), ...(p.cold ? { cold: p.cold } : {}) });
   }
 
   if ((facts.compatMode === 'off' || size >= s.gdsThreshold) && facts.cufileRoute()) return plan({ kind: 'cufile' });
@@ -173,6 +175,7 @@ export function planTransfer(request: TransferRequest, facts: TransferFacts): Tr
   const p = poolDecision(request, facts, fallbacks);
   const cold = p.cold ? { cold: p.cold } : {};
   if (!read) return plan({ kind: 'staged', variant: 'bounce', direct: p.direct, ...cold });
+  if (p.stripe) return plan({ kind: 'staged', variant: 'striped', direct: false, split: { taskSize: p.stripe, gatherCopy: 0, gatherStreams: 0 }, ...cold });
   const split = planDeviceRead(s, size, p.direct, p.mapped !== undefined);
   if (p.mapped) return plan({ kind: 'staged', variant: 'mapped', direct: false, split, mapped: p.mapped, ...cold });
   if (split.gatherCopy > 0) return plan({ kind: 'staged', variant: 'gathered', direct: false, split, ...cold });
@@ -181,22 +184,23 @@ export function planTransfer(request: TransferRequest, facts: TransferFacts): Tr
 
 /**
  * What a transfer on the pool needs decided: O_DIRECT (as planned, but not where the file's
- * descriptor was refused: that refusal is a fallback), how cold data was planned, and a read's
- * mapped share.
+ * descriptor was refused: that refusal is a fallback), how cold data was planned (and the stripe
+ * of each worker where it goes through the page cache), and a read's mapped share.
  */
-function poolDecision(request: TransferRequest, facts: TransferFacts, fallbacks: Reason[]): { direct: boolean; cold?: ColdRead; mapped?: MappedShare } {
+function poolDecision(request: TransferRequest, facts: TransferFacts, fallbacks: Reason[]): { direct: boolean; cold?: ColdRead; stripe?: number; mapped?: MappedShare } {
   const s = facts.settings;
   const device = request.memory === 'device';
   let wanted: boolean;
   let cold: ColdRead | undefined;
   let mapped: MappedShare | undefined;
+  let stripe: number | undefined;
   if (request.op === 'write') wanted = s.directIoWrite;
   else {
     const mappedOut = facts.file.mappedRefused || (device && !facts.hostRegister());
     const p = planRead(s, facts.read, request.fileOffset, request.size, device, mappedOut);
-    ({ direct: wanted, cold, mapped } = p);
+    ({ direct: wanted, cold, mapped, stripe } = p);
   }
   const refused = typeof facts.file.directIo === 'object' ? facts.file.directIo : undefined;
   if (wanted && refused) fallbacks.push(refused);
-  return { direct: wanted && !refused, ...(cold ? { cold } : {}), ...(mapped ? { mapped } : {}) };
+  return { direct: wanted && !refused, ...(cold ? { cold } : {}), ...(stripe ? { stripe } : {}), ...(mapped ? { mapped } : {}) };
 }
