@@ -11,7 +11,7 @@ import { repoRoot, tmpDir, useFakeDriver, withEnv } from './helpers.js';
 import { writeSafetensors, writeSharded } from './tensor-writer.js';
 
 useFakeDriver();
-const p = await import('../src/index.js');
+const p = { ...(await import('../src/index.js')), ...(await import('../src/formats.js')), ...(await import('../src/ipc.js')), ...(await import('../src/formats/dtypes.js')) };
 const { native } = await import('../src/addon/binding.js');
 const { fromNative } = await import('../src/vocabulary/errors.js');
 
