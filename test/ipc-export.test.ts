@@ -99,7 +99,7 @@ test('opening a handle in the process that exported it: a typed error (CUDA refu
 test('a worker thread of the exporting process is the same process: ERR_PENSTOCK_IPC_SAME_PROCESS', async () => {
   using buf = p.DeviceBuffer.alloc(MiB);
   using e = p.exportDeviceBuffer(buf);
-  const entry = path.join(repoRoot, 'dist/src/index.js');
+  const entry = path.join(repoRoot, 'dist/src/ipc.js');
   const worker = new Worker(
     `const { parentPort, workerData } = require('node:worker_threads');
      import(workerData.entry).then((p) => {
