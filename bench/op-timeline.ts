@@ -31,7 +31,8 @@ import { BATCH_PART_PIECES, BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, columnsOf, p
 import { readBatchInParts } from '../src/engine/batch/batch-read.js';
 import { createTestFile } from '../src/cli/bench/testfile.js';
 import { median } from '../src/cli/bench/stats.js';
-import { configure, DeviceBuffer, getConfig, hasGpu, open, runtimeInfo, type Settings } from '../src/index.js';
+import { configure, DeviceBuffer, getConfig, hasGpu, open, type Settings } from '../src/index.js';
+import { runtimeInfo } from '../src/doctor.js';
 import { bounceBytes, ensurePool } from '../src/addon/runtime.js';
 import { deviceReadTaskSize, DIRECT_PIECE, POOL_SPIN_NS, poolSpinners, stagePiece } from '../src/plan/transfer-plan.js';
 

@@ -33,7 +33,7 @@ if (!file || (o.mode !== 'fresh' && o.mode !== 'prepared')) {
   process.exit(2);
 }
 const { formatReadyLine } = await import('./ready-line.js');
-const p = await import('../src/index.js');
+const p = { ...(await import('../src/index.js')), ...(await import('../src/doctor.js')) };
 marks.imported = now();
 
 function ready(r: Record<string, unknown>): void {

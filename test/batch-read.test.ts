@@ -1,7 +1,9 @@
 /** Batched reads into host memory: byte-exact per range, end of file, errors per range, abort. */
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
-import { configure, getConfig, open, readBatch, stats, type BatchRange } from '../src/index.js';
+import { configure, getConfig, open } from '../src/index.js';
+import { readBatch, type BatchRange } from '../src/batch.js';
+import { stats } from '../src/measure.js';
 import fs from 'node:fs';
 import { native } from '../src/addon/binding.js';
 import { BATCH_PART_PIECES, BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, columnsOf, planBatch, planParts } from '../src/plan/batch-plan.js';

@@ -7,7 +7,8 @@ useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '2', FAKE_CUDA_ASYNC_DELAY_US: '20' });
 
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
-const { DeviceBuffer, configure, getConfig, open, readBatch } = await import('../src/index.js');
+const { DeviceBuffer, configure, getConfig, open } = await import('../src/index.js');
+const { readBatch } = await import('../src/batch.js');
 const { readBatchInParts } = await import('../src/engine/batch/batch-read.js');
 
 const initial = getConfig();

@@ -18,7 +18,8 @@ if (variant) process.env.PENSTOCK_CUDA_LIBRARY = path.join(fakeDriverDir, varian
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { describe, test } from 'node:test';
-const { DeviceBuffer, configure, open, readBatch } = await import('../src/index.js');
+const { DeviceBuffer, configure, open } = await import('../src/index.js');
+const { readBatch } = await import('../src/batch.js');
 const { COPY_BATCH_MAX, COPY_BATCH_MIN, columnsOf, planBatch } = await import('../src/plan/batch-plan.js');
 const { native } = await import('../src/addon/binding.js');
 const { cudaStatus } = await import('../src/addon/runtime.js');

@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { writeSafetensors } from './tensor-writer.js';
+import { importEveryEntry } from './entry-points.js';
 
 const dir = tmpDir();
 const checkpoint = path.join(dir, 'model.safetensors');
@@ -32,7 +33,7 @@ interface ChildAnswer {
 // A fresh process: loads the checkpoint into GPU 0, compares every tensor with the file, and
 // (with `second`) waits for full preparation, then loads it again; also asks doctor.
 const CHILD = `
-const p = await import(${JSON.stringify(path.join(repoRoot, 'dist/src/index.js'))});
+${importEveryEntry()}
 const { fileTensors } = await import(${JSON.stringify(path.join(repoRoot, 'dist/test/tensor-writer.js'))});
 const file = process.argv[1];
 const want = fileTensors(file);

@@ -9,7 +9,7 @@ useFakeDriver();
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { afterEach, describe, test } from 'node:test';
-const p = await import('../src/index.js');
+const p = { ...(await import('../src/index.js')), ...(await import('../src/measure.js')) };
 const { DeviceBuffer, configure, getConfig, open } = p;
 const { MAPPED_CLAIM_DIVISOR, MAPPED_PIECE, planRead } = await import('../src/plan/transfer-plan.js');
 const { readFactsOf } = await import('../src/engine/transfer-facts.js');

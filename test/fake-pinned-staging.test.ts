@@ -20,6 +20,7 @@ function loadInChild(file: string, env: Record<string, string>): { sha: string; 
   const log = newPath('pin-log');
   const script = `
     const p = await import(${JSON.stringify(path.join(repoRoot, 'dist/src/index.js'))});
+    const { runtimeInfo } = await import(${JSON.stringify(path.join(repoRoot, 'dist/src/doctor.js'))});
     p.configure({ threads: ${THREADS}, bounceBufferSize: ${BOUNCE_SETTING}, compatMode: 'on' });
     const f = await p.open(process.argv[1]);
     const buf = p.DeviceBuffer.alloc((await import('node:fs')).statSync(process.argv[1]).size);
@@ -28,7 +29,7 @@ function loadInChild(file: string, env: Record<string, string>): { sha: string; 
     buf.free();
     await f.close();
     const crypto = await import('node:crypto');
-    process.stdout.write(JSON.stringify({ sha: crypto.createHash('sha256').update(bytes).digest('hex'), pinned: p.runtimeInfo().pinnedBytes }));
+    process.stdout.write(JSON.stringify({ sha: crypto.createHash('sha256').update(bytes).digest('hex'), pinned: runtimeInfo().pinnedBytes }));
   `;
   const r = spawnSync(process.execPath, ['--input-type=module', '-e', script, file], {
     encoding: 'utf8',

@@ -2,7 +2,8 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { afterEach, describe, test } from 'node:test';
-import { configure, getConfig, open, readFileToHost, writeFile, stats, resetStats, PenstockSystemError, pageCacheResidency, dropPageCache } from '../src/index.js';
+import { configure, getConfig, open, readFileToHost, writeFile, PenstockSystemError } from '../src/index.js';
+import { stats, resetStats, pageCacheResidency, dropPageCache } from '../src/measure.js';
 import { makeFile, newPath, pattern, tmpDir } from './helpers.js';
 import { splitDev, storageOf } from '../src/system/block-device.js';
 import { SysRoot } from '../src/system/sysfs.js';

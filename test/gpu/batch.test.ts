@@ -4,7 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { DeviceBuffer, open, readBatch, type BatchReadResult } from '../../src/index.js';
+import { DeviceBuffer, open } from '../../src/index.js';
+import { readBatch, type BatchReadResult } from '../../src/batch.js';
 import { COPY_BATCH_MAX } from '../../src/plan/batch-plan.js';
 import { cudaStatus } from '../../src/addon/runtime.js';
 import { makeFile, shuffled } from '../helpers.js';

@@ -10,7 +10,9 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
-import { hasGpu, loadTensors, memoryInfo, runtimeInfo, tensorSha256 } from '../../src/index.js';
+import { hasGpu, loadTensors, memoryInfo } from '../../src/index.js';
+import { tensorSha256 } from '../../src/formats.js';
+import { runtimeInfo } from '../../src/doctor.js';
 import { sevenBShapes, totalBytes, writeCheckpointFile, writeShardedCheckpoint } from '../../bench/tensor-checkpoints.js';
 import { repoRoot, tmpDir } from '../helpers.js';
 

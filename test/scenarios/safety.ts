@@ -6,7 +6,7 @@
  */
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 
-const p = await import('../../src/index.js');
+const p = { ...(await import('../../src/index.js')), ...(await import('../../src/doctor.js')) };
 const [name, file] = isMainThread ? [process.argv[2], process.argv[3]] : [workerData.name as string, workerData.file as string];
 
 function report(value: unknown): void {
