@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import { afterEach, describe, test } from 'node:test';
 import { configure, getConfig, open, readFileToHost, writeFile, PenstockSystemError } from '../src/index.js';
 import { stats, resetStats, pageCacheResidency, dropPageCache } from '../src/measure.js';
-import { makeFile, newPath, pattern, tmpDir } from './helpers.js';
+import { machineWith, makeFile, newPath, pattern, tmpDir } from './helpers.js';
 import { splitDev, storageOf } from '../src/system/block-device.js';
 import { SysRoot } from '../src/system/sysfs.js';
 import { coldReadsDirect } from '../src/plan/transfer-plan.js';
@@ -205,19 +205,6 @@ describe('O_DIRECT', () => {
 });
 
 describe("directIoRead 'auto'", () => {
-  /** A recorded machine whose block device under `file` is `name` (rotational or not). */
-  function machineWith(file: string, name: string, rotational: boolean): string {
-    const { major, minor } = splitDev(fs.statSync(file).dev);
-    const root = tmpDir() + `/root-${name}-${major}-${minor}`;
-    const drive = `${root}/sys/devices/virtual/block/${name}`;
-    fs.mkdirSync(`${drive}/queue`, { recursive: true });
-    fs.writeFileSync(`${drive}/queue/rotational`, rotational ? '1\n' : '0\n');
-    fs.mkdirSync(`${root}/sys/dev/block`, { recursive: true });
-    fs.rmSync(`${root}/sys/dev/block/${major}:${minor}`, { force: true });
-    fs.symlinkSync(`../../devices/virtual/block/${name}`, `${root}/sys/dev/block/${major}:${minor}`);
-    return root;
-  }
-
   test('large cold ranges bypass the page cache on an NVMe drive, not on other disks; warm and small ones never', async (t) => {
     const { file, data } = makeFile(70 << 20);
     try {
