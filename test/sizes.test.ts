@@ -8,7 +8,7 @@ import { after, describe, test } from 'node:test';
 import { configure, getConfig, open } from '../src/index.js';
 import { defaults } from '../src/settings/config.js';
 import {
-  DEVICE_SCRATCH_MAX, DEVICE_TASK_FLOOR, GATHER_COPY, GATHER_MIN, GATHER_STAGE, GATHER_STREAMS, GATHER_TASK, planDeviceRead, planGather, deviceReadTaskSize, deviceStageScratch, DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
+  DEVICE_SCRATCH_MAX, DEVICE_TASK_FLOOR, GATHER_COPY, GATHER_MIN, GATHER_STAGE, GATHER_TASK, planDeviceRead, planGather, deviceReadTaskSize, deviceStageScratch, DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
   taskSizeFor, hostStagePiece, inlineDeviceSplit, INLINE_DEVICE_PIECE, INLINE_HELPED_PIECE, INLINE_MAX_HELPERS,
 } from '../src/plan/transfer-plan.js';
 import { makeFile } from './helpers.js';
@@ -81,9 +81,8 @@ describe('task sizes', () => {
 
   test('reads into the GPU from GATHER_MIN to GATHER_STAGE are gathered in small tasks; not writes, O_DIRECT or larger reads', () => {
     const g = planGather(16 * MiB, false, false);
-    assert.deepEqual(g, { taskSize: GATHER_TASK, gatherCopy: GATHER_COPY, gatherStreams: GATHER_STREAMS });
+    assert.deepEqual(g, { taskSize: GATHER_TASK, gatherCopy: GATHER_COPY });
     assert.ok(GATHER_TASK % 4096 === 0 && GATHER_TASK < GATHER_MIN, 'a gathered read is several tasks');
-    assert.ok(GATHER_STREAMS >= 1 && GATHER_STREAMS <= 8, 'the stage has 8 streams');
     assert.ok(GATHER_STAGE <= DEVICE_SCRATCH_MAX, 'only reads through scratch are gathered');
     assert.ok(planGather(GATHER_MIN, false, false));
     assert.ok(planGather(GATHER_STAGE, false, false));
@@ -92,7 +91,7 @@ describe('task sizes', () => {
     assert.equal(planGather(16 * MiB, true, false), undefined, 'O_DIRECT');
     assert.equal(planGather(16 * MiB, false, true), undefined, 'writes');
     assert.deepEqual(planDeviceRead(s(16), 16 * MiB, false, false), g);
-    assert.deepEqual(planDeviceRead(s(16), 16 * MiB, false, true), { taskSize: deviceReadTaskSize(s(16), 16 * MiB), gatherCopy: 0, gatherStreams: 0 }, 'not beside a mapped share');
+    assert.deepEqual(planDeviceRead(s(16), 16 * MiB, false, true), { taskSize: deviceReadTaskSize(s(16), 16 * MiB), gatherCopy: 0 }, 'not beside a mapped share');
     assert.equal(planDeviceRead(s(16), 256 * MiB, false, false).gatherCopy, 0);
   });
 

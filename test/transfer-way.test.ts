@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { defaults, type Settings } from '../src/settings/config.js';
-import { GATHER_COPY, GATHER_STREAMS, GATHER_TASK, MAPPED_CLAIM_DIVISOR, MAPPED_PIECE, coldStripe, deviceReadTaskSize, inlineDeviceSplit, planDeviceRead } from '../src/plan/transfer-plan.js';
+import { GATHER_COPY, GATHER_TASK, MAPPED_CLAIM_DIVISOR, MAPPED_PIECE, coldStripe, deviceReadTaskSize, inlineDeviceSplit, planDeviceRead } from '../src/plan/transfer-plan.js';
 import { planTransfer, usesDirect, type FileRouteState, type KeptPlan, type TransferFacts, type TransferRequest, type TransferWay } from '../src/plan/transfer-way.js';
 import { directIoUnavailable, keptPagesNotCached, keptPagesStale, type Reason } from '../src/vocabulary/reasons.js';
 import type { CompatMode } from '../src/settings/table.js';
@@ -66,7 +66,7 @@ function factsOf(g: Given): { facts: TransferFacts; asked: string[] } {
 const read = (memory: 'device' | 'host', size: number, more: Partial<TransferRequest> = {}): TransferRequest => ({ op: 'read', memory, size, fileOffset: 0, ...more });
 const write = (memory: 'device' | 'host', size: number): TransferRequest => ({ op: 'write', memory, size, fileOffset: 0 });
 const staged = (size: number, more: Partial<Settings> = {}) => planDeviceRead({ ...SETTINGS, ...more }, size, false, false);
-const bounce = (size: number, direct = false) => ({ kind: 'staged', variant: 'bounce', direct, split: { taskSize: deviceReadTaskSize(SETTINGS, size), gatherCopy: 0, gatherStreams: 0 } }) as const;
+const bounce = (size: number, direct = false) => ({ kind: 'staged', variant: 'bounce', direct, split: { taskSize: deviceReadTaskSize(SETTINGS, size), gatherCopy: 0 } }) as const;
 
 /** A row: what is asked, the facts, the way and fallback codes wanted, and (where given) exactly the facts asked for. */
 type Row = [label: string, request: TransferRequest, given: Given, way: TransferWay, fallbacks: string[], asked?: string[]];
@@ -95,7 +95,7 @@ const DEVICE_ROWS: Row[] = [
   ['cuFile writes too', write('device', 64 * KiB), { cufile: true }, { kind: 'cufile' }, [], ['cufileRoute']],
   ['below gdsThreshold cuFile is not asked', read('device', 4 * KiB), { cufile: true }, { kind: 'inline-device', split: inlineDeviceSplit(4 * KiB, 4) }, [], ['hostRegister', 'keptOffer', 'inflight', 'poolSpinners']],
   ["compatMode 'off': cuFile at every size", read('device', 4 * KiB), { compatMode: 'off', cufile: true }, { kind: 'cufile' }, []],
-  ['a file staged (cuFile refused): no fallback of the operation', read('device', 4 * MiB), { cufile: false }, { kind: 'staged', variant: 'gathered', direct: false, split: { taskSize: GATHER_TASK, gatherCopy: GATHER_COPY, gatherStreams: GATHER_STREAMS } }, []],
+  ['a file staged (cuFile refused): no fallback of the operation', read('device', 4 * MiB), { cufile: false }, { kind: 'staged', variant: 'gathered', direct: false, split: { taskSize: GATHER_TASK, gatherCopy: GATHER_COPY } }, []],
   ['kept pages to register: through the pool', read('device', 2 * MiB), { kept: KEEP }, { kind: 'kept', kept: KEEP, onCallingThread: false }, []],
   ['kept pages reused, small, nothing in flight: the calling thread', read('device', MiB), { kept: REUSE }, { kind: 'kept', kept: REUSE, onCallingThread: true }, []],
   ['kept pages reused while a read is in flight: the pool', read('device', MiB), { kept: REUSE, inflight: 1 }, { kind: 'kept', kept: REUSE, onCallingThread: false }, []],
@@ -118,7 +118,7 @@ const DEVICE_ROWS: Row[] = [
   }, []],
   ['large and warm, many threads: staging alone', read('device', 256 * MiB), {}, bounce(256 * MiB), []],
   ['large and cold on a virtio disk: a stripe per worker through the page cache', read('device', 256 * MiB), { residency: 0, storage: VIRTIO }, {
-    kind: 'staged', variant: 'striped', direct: false, split: { taskSize: coldStripe(SETTINGS, 256 * MiB), gatherCopy: 0, gatherStreams: 0 }, cold: { device: 'vda', direct: false },
+    kind: 'staged', variant: 'striped', direct: false, split: { taskSize: coldStripe(SETTINGS, 256 * MiB), gatherCopy: 0 }, cold: { device: 'vda', direct: false },
   }, []],
   ['large and cold on NVMe: O_DIRECT through the bounce halves', read('device', 256 * MiB), { residency: 0 }, { ...bounce(256 * MiB, true), cold: { device: 'nvme0n1', direct: true } }, []],
   ['O_DIRECT refused for the file: buffered, gathered where it fits, and why', read('device', 4 * MiB), { settings: { directIoRead: true }, file: { directIo: directIoUnavailable('EINVAL') } }, {

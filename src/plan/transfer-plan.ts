@@ -189,17 +189,12 @@ export const GATHER_MIN = 1 * MiB;
 export const GATHER_TASK = 256 * KiB;
 /** A gathered read's copies carry at least this many bytes (the last one excepted; 2 MiB measured alike). */
 export const GATHER_COPY = 1 * MiB;
-/**
- * Streams a gathered read's copies take turns on. Copies on several streams can run at once,
- * but 2, 4 and 8 streams measured no faster than one (the same A/B).
- */
-export const GATHER_STREAMS = 1;
 
-/** Whether a read of `size` bytes into the GPU is gathered, and how: its task size, copy size and streams. */
-export function planGather(size: number, direct: boolean, write: boolean): { taskSize: number; gatherCopy: number; gatherStreams: number } | undefined {
+/** Whether a read of `size` bytes into the GPU is gathered, and how: its task size and copy size. */
+export function planGather(size: number, direct: boolean, write: boolean): { taskSize: number; gatherCopy: number } | undefined {
   // Only reads through scratch (never writes or O_DIRECT) can stream into the stage.
   if (size < GATHER_MIN || size > GATHER_STAGE || deviceStageScratch(size, direct, write) === 0) return undefined;
-  return { taskSize: GATHER_TASK, gatherCopy: GATHER_COPY, gatherStreams: GATHER_STREAMS };
+  return { taskSize: GATHER_TASK, gatherCopy: GATHER_COPY };
 }
 
 /**
@@ -207,8 +202,8 @@ export function planGather(size: number, direct: boolean, write: boolean): { tas
  * says so (never beside a mapped share), else {@link deviceReadTaskSize} through the bounce
  * halves (`gatherCopy` 0).
  */
-export function planDeviceRead(s: Readonly<Settings>, size: number, direct: boolean, mapped: boolean): { taskSize: number; gatherCopy: number; gatherStreams: number } {
-  return (mapped ? undefined : planGather(size, direct, false)) ?? { taskSize: deviceReadTaskSize(s, size), gatherCopy: 0, gatherStreams: 0 };
+export function planDeviceRead(s: Readonly<Settings>, size: number, direct: boolean, mapped: boolean): { taskSize: number; gatherCopy: number } {
+  return (mapped ? undefined : planGather(size, direct, false)) ?? { taskSize: deviceReadTaskSize(s, size), gatherCopy: 0 };
 }
 
 /** Host reads of `size` bytes: bytes per piece through scratch, or 0 to read straight into the target. */

@@ -90,11 +90,10 @@ export interface MappedShare {
 /** How a read on the calling thread into the GPU is cut: bytes per piece, pool workers asked to help, through scratch or not. */
 export type InlineDeviceSplit = ReturnType<typeof inlineDeviceSplit>;
 
-/** Bytes per task of a staged read into the GPU, and the gather stage's copy size and streams (0: not gathered). */
+/** Bytes per task of a staged read into the GPU, and the gather stage's copy size (0: not gathered). */
 export interface DeviceReadSplit {
   taskSize: number;
   gatherCopy: number;
-  gatherStreams: number;
 }
 
 /**
@@ -175,7 +174,7 @@ export function planTransfer(request: TransferRequest, facts: TransferFacts): Tr
   const p = poolDecision(request, facts, fallbacks);
   const cold = p.cold ? { cold: p.cold } : {};
   if (!read) return plan({ kind: 'staged', variant: 'bounce', direct: p.direct, ...cold });
-  if (p.stripe) return plan({ kind: 'staged', variant: 'striped', direct: false, split: { taskSize: p.stripe, gatherCopy: 0, gatherStreams: 0 }, ...cold });
+  if (p.stripe) return plan({ kind: 'staged', variant: 'striped', direct: false, split: { taskSize: p.stripe, gatherCopy: 0 }, ...cold });
   const split = planDeviceRead(s, size, p.direct, p.mapped !== undefined);
   if (p.mapped) return plan({ kind: 'staged', variant: 'mapped', direct: false, split, mapped: p.mapped, ...cold });
   if (split.gatherCopy > 0) return plan({ kind: 'staged', variant: 'gathered', direct: false, split, ...cold });

@@ -184,10 +184,9 @@ static ErrorRecord GrowGather(DeviceState& d, size_t bytes) {
   // Held while it is replaced, so no operation takes it half made; one holding it now keeps it.
   if (bytes <= g.bytes || !g.TryTake(0)) return {};
   ErrorRecord e;
-  for (CUstream& s : g.streams) {
-    if (s || !e.ok()) continue;
-    e = PENSTOCK_CUDA(StreamCreate, &s, CU_STREAM_NON_BLOCKING);
-    if (!e.ok()) s = nullptr;
+  if (!g.stream) {
+    e = PENSTOCK_CUDA(StreamCreate, &g.stream, CU_STREAM_NON_BLOCKING);
+    if (!e.ok()) g.stream = nullptr;
   }
   if (e.ok()) e = ReplacePinned(d, bytes, &g.pages, &g.buffer, &g.bytes);
   g.Give();
