@@ -10,6 +10,7 @@
         "src/native/sys/cufile_api.cc",
         "src/native/sys/thread_pool.cc",
         "src/native/engine/device.cc",
+        "src/native/sys/pinned_pages.cc",
         "src/native/js/host_memory.cc",
         "src/native/engine/job.cc",
         "src/native/engine/file_tasks.cc",

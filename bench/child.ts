@@ -7,7 +7,9 @@ import { performance } from 'node:perf_hooks';
 import { routeDelta, type RouteCounts } from '../src/cli/bench/measure.js';
 import { procStatus, resetPeakRss, RssSampler } from './memory.js';
 import { gbps } from '../src/cli/bench/stats.js';
-import { DeviceBuffer, open, runtimeInfo, stats } from '../src/index.js';
+import { DeviceBuffer, open } from '../src/index.js';
+import { runtimeInfo } from '../src/doctor.js';
+import { stats } from '../src/measure.js';
 
 export interface ChildRequest {
   mode: 'first-read' | 'memory';

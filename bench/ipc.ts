@@ -13,7 +13,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { exportTensorSet, hasGpu, loadTensors, memoryInfo, parseSize, runtimeInfo } from '../src/index.js';
+import { hasGpu, loadTensors, memoryInfo } from '../src/index.js';
+import { exportTensorSet } from '../src/ipc.js';
+import { runtimeInfo } from '../src/doctor.js';
+import { parseSize } from '../src/measure.js';
 import { decoderDimsFor, handOffShapes, writeCheckpointFile } from './tensor-checkpoints.js';
 
 const { values } = parseArgs({
@@ -32,7 +35,7 @@ if (!hasGpu()) {
 }
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const script = path.join(repoRoot, 'test/gpu/ipc_torch.py');
-const entry = path.join(repoRoot, 'dist/src/index.js');
+const entries = ['index', 'ipc', 'doctor'].map((e) => path.join(repoRoot, `dist/src/${e}.js`));
 const repeat = Number(values.repeat);
 const file = path.join(values.dir!, `penstock-ipc-${process.pid}.safetensors`);
 const manifestFile = path.join(values.dir!, `penstock-ipc-${process.pid}.json`);
@@ -53,7 +56,7 @@ console.log(`Loaded ${fileBytes} bytes (${tensors.size} tensors) in ${loadMs.toF
 
 const rows: Record<string, unknown>[] = [];
 for (let i = 0; i < repeat; i++) {
-  const body = `const p = await import(${JSON.stringify(entry)}); const before = p.memoryInfo(0).free;
+  const body = `const p = Object.assign({}, ...(await Promise.all(${JSON.stringify(entries)}.map((e) => import(e))))); const before = p.memoryInfo(0).free;
     const text = (await import('node:fs')).readFileSync(process.argv[1], 'utf8');
     const t0 = performance.now(); const set = p.openTensorManifest(text); const openMs = performance.now() - t0;
     const drop = before - p.memoryInfo(0).free; const pinned = p.runtimeInfo().pinnedBytes;

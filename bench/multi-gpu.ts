@@ -7,7 +7,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { DeviceBuffer, PinnedBuffer, deviceCount, getConfig, hasGpu, loadShards, parseSize, runtimeInfo } from '../src/index.js';
+import { DeviceBuffer, PinnedBuffer, deviceCount, getConfig, hasGpu } from '../src/index.js';
+import { loadShards } from '../src/batch.js';
+import { runtimeInfo } from '../src/doctor.js';
+import { parseSize } from '../src/measure.js';
 
 const { values } = parseArgs({
   options: {

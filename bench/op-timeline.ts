@@ -31,7 +31,8 @@ import { BATCH_PART_PIECES, BATCH_RING_ENTRIES, BATCH_RING_SCRATCH, columnsOf, p
 import { readBatchInParts } from '../src/engine/batch/batch-read.js';
 import { createTestFile } from '../src/cli/bench/testfile.js';
 import { median } from '../src/cli/bench/stats.js';
-import { configure, DeviceBuffer, getConfig, hasGpu, open, runtimeInfo, type Settings } from '../src/index.js';
+import { configure, DeviceBuffer, getConfig, hasGpu, open, type Settings } from '../src/index.js';
+import { runtimeInfo } from '../src/doctor.js';
 import { bounceBytes, ensurePool } from '../src/addon/runtime.js';
 import { deviceReadTaskSize, DIRECT_PIECE, POOL_SPIN_NS, poolSpinners, stagePiece } from '../src/plan/transfer-plan.js';
 
@@ -60,10 +61,10 @@ const half = gpu ? bounceBytes() / 2 : 0;
  * `stageScratch`: staged reads through scratch pieces of that size, streamed into the bounce half;
  * `piece`: bytes per copy to the GPU (0: as planned, a whole half).
  */
-function spec(target: 'device' | 'host', size: number, taskSize: number, stageScratch = 0, piece = 0, gatherCopy = 0, gatherStreams = 0): NativeOpSpec {
+function spec(target: 'device' | 'host', size: number, taskSize: number, stageScratch = 0, piece = 0, gatherCopy = 0): NativeOpSpec {
   const base = { write: false, fd, directFd: -1, fileOffset: 0, size, taskSize, maxRunners: 0, writePiece: 0 } as const;
   return target === 'device'
-    ? { ...base, route: 'posix-device', devicePtr: dev!.ptr, device: dev!.device, stagePiece: piece || stagePiece(taskSize, half, false, false), mapped: false, mappedPiece: 0, mappedClaimDivisor: 0, stageScratch, gatherCopy, gatherStreams }
+    ? { ...base, route: 'posix-device', devicePtr: dev!.ptr, device: dev!.device, stagePiece: piece || stagePiece(taskSize, half, false, false), mapped: false, mappedPiece: 0, mappedClaimDivisor: 0, stageScratch, gatherCopy }
     : { ...base, route: 'posix-host', host, hostOffset: 0, hostStagePiece: 0, directPiece: DIRECT_PIECE };
 }
 
@@ -119,35 +120,33 @@ for (const size of only.has('sizes') ? [256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 6
   }
 }
 // Gathered reads: tasks of several sizes into the one stage, copied in order once the finished
-// prefix has grown by `copy` bytes, taking turns on `streams` streams (device/gCOPY×STREAMS).
+// prefix has grown by `copy` bytes (device/gCOPY).
 for (const size of gpu && only.has('gather') ? [4 * MiB, 16 * MiB, 64 * MiB] : []) {
   // The way before: through the bounce halves, a task per thread (device/nt above).
   const before = await measure(spec('device', size, Math.ceil(size / s.threads / 4096) * 4096, 256 * KiB));
   console.log(`${label.padEnd(12)} ${'device/nt'.padEnd(9)} ${`${size / KiB}K`.padStart(8)} ${String(s.threads).padStart(5)} ${STEPS.map((k) => before[k].toFixed(1).padStart(8)).join(' ')}   ${(size / (before.total * 1000)).toFixed(2)}`);
   for (const taskSize of [128 * KiB, 256 * KiB]) {
     for (const copy of [512 * KiB, 1 * MiB, 2 * MiB]) {
-      for (const streams of [1, 2, 4, 8]) {
-        const m = await measure(spec('device', size, taskSize, Math.min(taskSize, 256 * KiB), 0, copy, streams));
-        const gbps = size / (m.total * 1000);
-        const tasks = Math.ceil(size / taskSize);
-        out.push({ spinNs: planned[0], spinners: planned[1], target: 'device', gather: copy, streams, size, tasks, ...m, gbps });
-        console.log(`${label.padEnd(12)} ${`device/g${copy / KiB}K×${streams}`.padEnd(9)} ${`${size / KiB}K`.padStart(8)} ${String(tasks).padStart(5)} ${STEPS.map((k) => m[k].toFixed(1).padStart(8)).join(' ')}   ${gbps.toFixed(2)}`);
-      }
+      const m = await measure(spec('device', size, taskSize, Math.min(taskSize, 256 * KiB), 0, copy));
+      const gbps = size / (m.total * 1000);
+      const tasks = Math.ceil(size / taskSize);
+      out.push({ spinNs: planned[0], spinners: planned[1], target: 'device', gather: copy, size, tasks, ...m, gbps });
+      console.log(`${label.padEnd(12)} ${`device/g${copy / KiB}K`.padEnd(9)} ${`${size / KiB}K`.padStart(8)} ${String(tasks).padStart(5)} ${STEPS.map((k) => m[k].toFixed(1).padStart(8)).join(' ')}   ${gbps.toFixed(2)}`);
     }
   }
 }
 // Gathered or not, interleaved read by read so that drift between them cancels: the way before
-// (through the bounce halves, a task per thread) against gathered variants (tasks, copy, streams).
+// (through the bounce halves, a task per thread) against gathered variants (tasks, copy).
 if (gpu && only.has('gather-ab')) {
   const ROUNDS = 150;
   for (const size of [4 * MiB, 16 * MiB, 64 * MiB]) {
     const variants: [string, NativeOpSpec][] = [['device/nt', spec('device', size, Math.ceil(size / s.threads / 4096) * 4096, 256 * KiB)]];
-    for (const [task, copy, streams] of [[256 * KiB, 1 * MiB, 1], [256 * KiB, 2 * MiB, 2], [256 * KiB, 1 * MiB, 4], [512 * KiB, 2 * MiB, 1]] as const) {
-      variants.push([`device/g${task / KiB}K ${copy / KiB}K×${streams}`, spec('device', size, task, 256 * KiB, 0, copy, streams)]);
+    for (const [task, copy] of [[256 * KiB, 1 * MiB], [256 * KiB, 2 * MiB], [512 * KiB, 2 * MiB]] as const) {
+      variants.push([`device/g${task / KiB}K ${copy / KiB}K`, spec('device', size, task, 256 * KiB, 0, copy)]);
     }
     // Fewer threads reading leave the copies more of the memory's bandwidth.
     for (const runners of [4, 8, 12]) {
-      variants.push([`device/g256K 1024K×1 ≤${runners}`, { ...spec('device', size, 256 * KiB, 256 * KiB, 0, 1 * MiB, 1), maxRunners: runners }]);
+      variants.push([`device/g256K 1024K ≤${runners}`, { ...spec('device', size, 256 * KiB, 256 * KiB, 0, 1 * MiB), maxRunners: runners }]);
     }
     const times = variants.map(() => [] as number[]);
     for (let round = 0; round < ROUNDS + 10; round++) {

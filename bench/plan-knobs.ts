@@ -18,7 +18,8 @@ import { parseArgs } from 'node:util';
 import { native, type NativeOpSpec } from '../src/addon/binding.js';
 import { createTestFile } from '../src/cli/bench/testfile.js';
 import { median } from '../src/cli/bench/stats.js';
-import { DeviceBuffer, getConfig, hasGpu, runtimeInfo } from '../src/index.js';
+import { DeviceBuffer, getConfig, hasGpu } from '../src/index.js';
+import { runtimeInfo } from '../src/doctor.js';
 import { bounceBytes, ensurePool } from '../src/addon/runtime.js';
 import { DIRECT_PIECE, hostStagePiece, POOL_SPIN_NS, poolSpinners, stagePiece, taskSizeFor } from '../src/plan/transfer-plan.js';
 

@@ -14,7 +14,8 @@ import { ArgError, parseCommandLine, parseIntArg, parseIntList, parseSizeArg } f
 import { formatCpu, formatGBps, formatSize, textTable } from '../src/cli/kit/format.js';
 import { median } from '../src/cli/bench/stats.js';
 import { machineInfo, mainThreadCpuSeconds } from '../src/cli/bench/system.js';
-import { DeviceBuffer, hasGpu, openRemote, presignS3Url, type Memory, type OpenRemoteOptions } from '../src/index.js';
+import { DeviceBuffer, hasGpu, type Memory } from '../src/index.js';
+import { openRemote, presignS3Url, type OpenRemoteOptions } from '../src/remote.js';
 import { cudaUnavailableReason } from '../src/addon/runtime.js';
 import { defaultServerProcesses, serveInChild } from '../test/remote-range-server.js';
 

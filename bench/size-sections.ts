@@ -6,7 +6,8 @@
 import fs from 'node:fs';
 import { formatGBps, formatSize } from '../src/cli/kit/format.js';
 import { measure } from '../src/cli/bench/measure.js';
-import { configure, DeviceBuffer, open, readBatch, type BatchRange } from '../src/index.js';
+import { configure, DeviceBuffer, open } from '../src/index.js';
+import { readBatch, type BatchRange } from '../src/batch.js';
 import type { Row, Target } from './context.js';
 import { penstockRead, type Method } from './methods.js';
 import { measureRow, type Env } from './sections.js';

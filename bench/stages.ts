@@ -14,7 +14,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { ROUTES, DeviceBuffer, configure, getConfig, hasGpu, open, parseSize, runtimeInfo, stats, type Settings, type StatsSnapshot } from '../src/index.js';
+import { DeviceBuffer, configure, getConfig, hasGpu, open, type Settings } from '../src/index.js';
+import { runtimeInfo } from '../src/doctor.js';
+import { ROUTES, parseSize, stats, type StatsSnapshot } from '../src/measure.js';
 import { routeDelta } from '../src/cli/bench/measure.js';
 import { median } from '../src/cli/bench/stats.js';
 

@@ -13,7 +13,8 @@ import { ArgError, parseCommandLine, parseIntArg, parseSizeArg } from '../src/cl
 import { formatSize } from '../src/cli/kit/format.js';
 import { fileSystemType, freeBytes, machineInfo } from '../src/cli/bench/system.js';
 import { createTestFile } from '../src/cli/bench/testfile.js';
-import { configure, deviceInfo, getConfig, hasGpu, runtimeInfo } from '../src/index.js';
+import { configure, deviceInfo, getConfig, hasGpu } from '../src/index.js';
+import { runtimeInfo } from '../src/doctor.js';
 import { cudaUnavailableReason } from '../src/addon/runtime.js';
 import { Suite, type SuiteOptions, type SuiteReport } from './context.js';
 import { Buffers } from './methods.js';

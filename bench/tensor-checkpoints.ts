@@ -10,7 +10,8 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { byteLengthOf, type Dtype } from '../src/index.js';
+import { type Dtype } from '../src/index.js';
+import { byteLengthOf } from '../src/formats.js';
 
 /** A tensor to write. */
 export interface TensorShape {

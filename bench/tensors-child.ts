@@ -33,7 +33,7 @@ if (!file || (o.mode !== 'fresh' && o.mode !== 'prepared')) {
   process.exit(2);
 }
 const { formatReadyLine } = await import('./ready-line.js');
-const p = await import('../src/index.js');
+const p = { ...(await import('../src/index.js')), ...(await import('../src/doctor.js')) };
 marks.imported = now();
 
 function ready(r: Record<string, unknown>): void {
@@ -47,7 +47,7 @@ function ready(r: Record<string, unknown>): void {
 type TensorSet = Awaited<ReturnType<typeof p.loadTensors>>;
 function describe(set: TensorSet, loaderS: number) {
   const routes = set.routeTotals();
-  const fb = set.files.find((f) => f.fallback)?.fallback;
+  const fb = set.files.flatMap((f) => f.fallbacks)[0];
   return { loaderS, penstockSeconds: set.seconds, bytes: set.bytes, tensors: set.size, routes, direct: set.files.some((f) => f.direct), fallback: fb ? `[${fb.code}] ${fb.message}` : undefined };
 }
 

@@ -1,18 +1,20 @@
 #!/usr/bin/env node
 // Counts the public exports and public members without TSDoc in the emitted type declarations
-// (dist/src/index.d.ts and everything it exports), names each one with its file and line, and
-// exits 1 when there is any. Run after `npm run build:ts`.
+// (every entry point of package.json `exports`, and everything each exports), names each one with
+// its file and line, and exits 1 when there is any. Run after `npm run build:ts`.
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const entry = path.join(root, 'dist/src/index.d.ts');
-const program = ts.createProgram([entry], { noEmit: true, skipLibCheck: true, types: [] });
+const { exports } = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
+const entries = Object.values(exports).filter((t) => typeof t === 'object').map((t) => path.join(root, t.types));
+const program = ts.createProgram(entries, { noEmit: true, skipLibCheck: true, types: [] });
 const checker = program.getTypeChecker();
-const source = program.getSourceFile(entry);
-if (!source) {
-  console.error(`check-tsdoc: ${path.relative(root, entry)} not found (run npm run build:ts)`);
+const missing = entries.filter((e) => !program.getSourceFile(e));
+if (missing.length) {
+  console.error(`check-tsdoc: ${missing.map((e) => path.relative(root, e)).join(', ')} not found (run npm run build:ts)`);
   process.exit(1);
 }
 
@@ -58,8 +60,8 @@ function checkMembers(owner, decl) {
   }
 }
 
-const moduleSymbol = checker.getSymbolAtLocation(source);
-for (const exported of checker.getExportsOfModule(moduleSymbol)) {
+const exportsOfEntries = entries.flatMap((e) => checker.getExportsOfModule(checker.getSymbolAtLocation(program.getSourceFile(e))));
+for (const exported of exportsOfEntries) {
   const symbol = exported.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(exported) : exported;
   const name = exported.getName();
   for (const decl of symbol.getDeclarations() ?? []) {

@@ -8,7 +8,7 @@ import { formatRatio } from '../src/cli/kit/format.js';
 import { renderBar } from '../src/cli/kit/progress.js';
 import { gbps, median, percentile, summarize } from '../src/cli/bench/stats.js';
 import { parseDdOutput } from '../src/cli/bench/system.js';
-import { stats, type StatsSnapshot } from '../src/index.js';
+import { stats, type StatsSnapshot } from '../src/measure.js';
 
 describe('benchmark statistics', () => {
   it('takes medians of odd and even counts without reordering the input', () => {

@@ -228,6 +228,6 @@ describe('io_uring for batched reads', () => {
     const c = ioUringCheck(root('uring-seccomp', { 'proc/sys/kernel/io_uring_disabled': '0\n', 'proc/self/status': 'Seccomp:\t2\n' }), '6.8.0');
     assert.equal(c.status, 'info');
     assert.equal(c.data?.seccomp, 2);
-    assert.match(c.fix ?? '', /ringFallback/);
+    assert.match(c.fix ?? '', /IO_URING_UNAVAILABLE/);
   });
 });

@@ -18,7 +18,8 @@ if (variant) process.env.PENSTOCK_CUDA_LIBRARY = path.join(fakeDriverDir, varian
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { describe, test } from 'node:test';
-const { DeviceBuffer, configure, open, readBatch } = await import('../src/index.js');
+const { DeviceBuffer, configure, open } = await import('../src/index.js');
+const { readBatch } = await import('../src/batch.js');
 const { COPY_BATCH_MAX, COPY_BATCH_MIN, columnsOf, planBatch } = await import('../src/plan/batch-plan.js');
 const { native } = await import('../src/addon/binding.js');
 const { cudaStatus } = await import('../src/addon/runtime.js');
@@ -83,7 +84,7 @@ async function scattered(n: number): Promise<Seen> {
     assert.ok(back.subarray(r.targetOffset + r.size, r.targetOffset + 2 * slot).every((b) => b === 0xa5), `gap after range ${i}`);
   });
   const route = res.record.routes['posix-device']!;
-  return { copyBatch: cudaStatus().copyBatch ?? null, ranges: route.ranges, copies: route.copies!, copyBatches: route.copyBatches!, fallback: res.record.copyBatchFallback?.code ?? null };
+  return { copyBatch: cudaStatus().copyBatch ?? null, ranges: route.ranges, copies: route.copies!, copyBatches: route.copyBatches!, fallback: res.record.fallbacks.find((f) => f.code === 'COPY_BATCH_UNAVAILABLE')?.code ?? null };
 }
 
 /** submitBatch's answer to a spec asking for batch copies (`copyBatch`), as an error code or 'ok'. */

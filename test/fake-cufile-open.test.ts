@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { writeSafetensors } from './tensor-writer.js';
+import { importEveryEntry } from './entry-points.js';
 
 const dir = tmpDir();
 const checkpoint = path.join(dir, 'model.safetensors');
@@ -32,7 +33,7 @@ interface ChildAnswer {
 // A fresh process: loads the checkpoint into GPU 0, compares every tensor with the file, and
 // (with `second`) waits for full preparation, then loads it again; also asks doctor.
 const CHILD = `
-const p = await import(${JSON.stringify(path.join(repoRoot, 'dist/src/index.js'))});
+${importEveryEntry()}
 const { fileTensors } = await import(${JSON.stringify(path.join(repoRoot, 'dist/test/tensor-writer.js'))});
 const file = process.argv[1];
 const want = fileTensors(file);
@@ -40,12 +41,12 @@ const set = await p.loadTensors(file, { device: 0 });
 let same = true;
 for (const t of set.tensors) if (!Buffer.from(await t.data.toBuffer()).equals(want.get(t.name))) same = false;
 const rec = set.files[0];
-const out = { same, routes: Object.keys(rec.routes), fallback: rec.fallback?.code, open: p.runtimeInfo().cufileOpen.open };
+const out = { same, routes: Object.keys(rec.routes), fallback: rec.fallbacks[0]?.code, open: p.runtimeInfo().cufileOpen.open };
 set.free();
 if (process.env.SECOND) {
   await p.prepareGpu(0);
   const again = await p.loadTensors(file, { device: 0 });
-  out.second = { fallback: again.files[0].fallback?.code, routes: Object.keys(again.files[0].routes) };
+  out.second = { fallback: again.files[0].fallbacks[0]?.code, routes: Object.keys(again.files[0].routes) };
   again.free();
 }
 const report = await p.diagnose([file]);

@@ -10,7 +10,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { afterEach, describe, test } from 'node:test';
 const p = await import('../src/index.js');
-const { DeviceBuffer, PinnedBuffer, configure, getConfig, open, readFileToDevice, writeFile, stats, resetStats, runtimeInfo } = p;
+const { DeviceBuffer, PinnedBuffer, configure, getConfig, open, readFileToDevice, writeFile } = p;
+const { stats, resetStats } = await import('../src/measure.js');
+const { runtimeInfo } = await import('../src/doctor.js');
 
 const initial = getConfig();
 // Every test starts from the same settings, whether the one before it passed or threw.

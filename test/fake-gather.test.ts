@@ -10,6 +10,7 @@ useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '2' });
 import assert from 'node:assert/strict';
 import { afterEach, before, describe, test } from 'node:test';
 import type { DeviceBuffer as DeviceBufferType, PenstockFile } from '../src/index.js';
+import type { OpRecord } from '../src/engine/op-record.js';
 const { DeviceBuffer, configure, getConfig, open, prepareGpu } = await import('../src/index.js');
 const { GATHER_COPY, GATHER_MIN, GATHER_TASK } = await import('../src/plan/transfer-plan.js');
 
@@ -24,6 +25,8 @@ const KiB = 1024;
 const MiB = 1024 * KiB;
 // Every read below goes to the pool (none on the calling thread) by the staged route.
 const POOL_ONLY = { inlineReadMax: 0, threads: 4 } as const;
+/** A gathered read's copies, from its record: undefined where it was not gathered. */
+const orderedCopies = (rec: OpRecord) => (rec.way.kind === 'staged' && rec.way.variant === 'gathered' ? rec.way.orderedCopies : undefined);
 
 /**
  * A read of a whole file of `size` bytes, started by `read` under the fake driver's `env`, rejects
@@ -46,7 +49,7 @@ async function settlesThenFreesTheStage(
   await new Promise((r) => setTimeout(r, 50));
   assert.ok((await dev.toBuffer()).equals(snapshot), 'nothing written after the rejection');
   const rec = await f.readRecorded(dev);
-  assert.ok(rec.orderedCopies !== undefined, 'gathered again');
+  assert.ok(orderedCopies(rec) !== undefined, 'gathered again');
   assert.ok((await dev.toBuffer()).equals(data));
 }
 
@@ -71,8 +74,9 @@ describe('gathered reads into the GPU', () => {
       const label = `${fileOffset}+${size}`;
       assert.equal(rec.bytes, want, label);
       assert.equal(rec.route, 'posix-device', label);
-      assert.ok(rec.orderedCopies !== undefined && rec.orderedCopies >= 1, `${label}: gathered`);
-      assert.ok(rec.orderedCopies <= Math.ceil(want / GATHER_COPY), `${label}: ${rec.orderedCopies} copies, each but the last at least GATHER_COPY`);
+      const copies = orderedCopies(rec);
+      assert.ok(copies !== undefined && copies >= 1, `${label}: gathered`);
+      assert.ok(copies <= Math.ceil(want / GATHER_COPY), `${label}: ${copies} copies, each but the last at least GATHER_COPY`);
       assert.equal(rec.tasks, Math.ceil(size / GATHER_TASK), label);
       const back = await dev.toBuffer();
       assert.ok(back.subarray(targetOffset, targetOffset + want).equals(data.subarray(fileOffset, fileOffset + want)), `${label}: data`);
@@ -87,14 +91,14 @@ describe('gathered reads into the GPU', () => {
     await using f = await open(file, 'r+', { compatMode: 'on' });
     using dev = DeviceBuffer.alloc(2 * MiB);
     const small = await f.readRecorded(dev, { size: GATHER_MIN - 4096 });
-    assert.equal(small.orderedCopies, undefined);
+    assert.deepEqual(small.way, { kind: 'staged', variant: 'bounce' });
     assert.ok((await dev.subarray(0, GATHER_MIN - 4096).toBuffer()).equals(data.subarray(0, GATHER_MIN - 4096)));
     const written = await f.writeRecorded(dev, { fileOffset: 0 });
-    assert.equal(written.orderedCopies, undefined);
+    assert.deepEqual(written.way, { kind: 'staged', variant: 'bounce' });
     configure({ ...POOL_ONLY, directIoRead: true });
     const direct = await f.readRecorded(dev, { fileOffset: 0 });
     assert.equal(direct.direct, true);
-    assert.equal(direct.orderedCopies, undefined);
+    assert.deepEqual(direct.way, { kind: 'staged', variant: 'bounce' });
   });
 
   test('a second read while the stage is held goes through the bounce halves; both byte-exact', async () => {
@@ -107,11 +111,11 @@ describe('gathered reads into the GPU', () => {
     const [ra, rb] = await withEnv({ FAKE_CUDA_ASYNC_DELAY_US: '20000' }, () =>
       Promise.all([f.readRecorded(a, { fileOffset: 0 }), f.readRecorded(b, { fileOffset: 3 * MiB })]),
     );
-    assert.equal([ra, rb].filter((r) => r.orderedCopies !== undefined).length, 1, 'exactly one held the stage');
+    assert.equal([ra, rb].filter((r) => orderedCopies(r) !== undefined).length, 1, 'exactly one held the stage');
     assert.ok((await a.toBuffer()).equals(data.subarray(0, 3 * MiB)));
     assert.ok((await b.toBuffer()).equals(data.subarray(3 * MiB)));
     const again = await f.readRecorded(a, { fileOffset: MiB });
-    assert.ok(again.orderedCopies !== undefined, 'the stage is free again');
+    assert.ok(orderedCopies(again) !== undefined, 'the stage is free again');
     assert.ok((await a.toBuffer()).equals(data.subarray(MiB, 4 * MiB)));
   });
 
@@ -125,7 +129,7 @@ describe('gathered reads into the GPU', () => {
     const recs = await withEnv({ FAKE_CUDA_ASYNC_DELAY_US: '20000' }, () =>
       Promise.all([f.readRecorded(a, { fileOffset: 0 }), f.readRecorded(b, { fileOffset: 3 * MiB })]),
     );
-    assert.deepEqual(recs.map((r) => [r.device, r.orderedCopies !== undefined]), [[0, true], [1, true]]);
+    assert.deepEqual(recs.map((r) => [r.device, orderedCopies(r) !== undefined]), [[0, true], [1, true]]);
     assert.ok((await a.toBuffer()).equals(data.subarray(0, 3 * MiB)));
     assert.ok((await b.toBuffer()).equals(data.subarray(3 * MiB)));
   });

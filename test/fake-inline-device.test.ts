@@ -20,6 +20,8 @@ const initial = getConfig();
 /** The addon's own errors carry their record; the public API turns it into a PenstockError. */
 const recordCode = (code: string) => (e: unknown) => (e as { record?: { code?: string } }).record?.code === code;
 const INLINE_DEVICE_READ_MAX = initial.inlineReadMax;
+/** The pieces pool workers read of an inline device read, where help was asked. */
+const helpedPieces = (rec: { way: { kind: string; helpedPieces?: number } }) => (rec.way.kind === 'inline-device' ? rec.way.helpedPieces : undefined);
 afterEach(() => configure(initial));
 const KiB = 1024;
 
@@ -30,7 +32,8 @@ describe('small device reads on the calling thread', () => {
     using dev = DeviceBuffer.alloc(8192);
     await dev.copyFrom(Buffer.alloc(8192, 0xee));
     const rec = await f.readRecorded(dev, { fileOffset: 12345, targetOffset: 100, size: 4096 });
-    assert.equal(rec.inline, true);
+    assert.deepEqual(rec.way, { kind: 'inline-device' }, 'read alone: no helpers asked');
+    assert.deepEqual(rec.fallbacks, []);
     assert.equal(rec.route, 'posix-device');
     assert.equal(rec.device, 0);
     assert.equal(rec.bytes, 4096);
@@ -53,7 +56,7 @@ describe('small device reads on the calling thread', () => {
       const dev = i % 2 ? d1 : d0;
       const at = (i * 1357) % (8 * KiB);
       const rec = await f.readRecorded(dev, { fileOffset: at, size });
-      assert.deepEqual([rec.inline, rec.device, rec.bytes, typeof rec.helpedPieces], [true, i % 2, size, 'number'], `read ${i}`);
+      assert.deepEqual([rec.way.kind, rec.device, rec.bytes, typeof helpedPieces(rec)], ['inline-device', i % 2, size, 'number'], `read ${i}`);
       assert.ok((await dev.toBuffer()).equals(data.subarray(at, at + size)), `read ${i} into GPU ${i % 2}`);
     }
   });
@@ -66,11 +69,11 @@ describe('small device reads on the calling thread', () => {
     // Several pieces, and a last piece of one byte, copied while the next piece is read.
     for (const size of [1, 4095, 4096, 65535, INLINE_DEVICE_PIECE + 1, 3 * INLINE_DEVICE_PIECE + 5, INLINE_DEVICE_READ_MAX]) {
       const rec = await f.readRecorded(dev, { fileOffset: 7, size });
-      assert.equal(rec.inline, true, `${size}`);
+      assert.equal(rec.way.kind, 'inline-device', `${size}`);
       assert.ok((await dev.subarray(0, size).toBuffer()).equals(data.subarray(7, 7 + size)), `${size}`);
     }
     const rec = await f.readRecorded(dev, { fileOffset: 3 });
-    assert.notEqual(rec.inline, true);
+    assert.equal(rec.way.kind, 'staged');
     assert.equal(rec.route, 'posix-device');
     assert.ok((await dev.toBuffer()).equals(data.subarray(3, 3 + INLINE_DEVICE_READ_MAX + 1)));
   });
@@ -81,7 +84,7 @@ describe('small device reads on the calling thread', () => {
     using dev = DeviceBuffer.alloc(32 * KiB);
     const rec = await f.readRecorded(dev);
     assert.equal(rec.route, 'gds', 'the fake cuFile counts its reads as direct');
-    assert.notEqual(rec.inline, true);
+    assert.deepEqual(rec.way, { kind: 'cufile' });
     assert.ok((await dev.toBuffer()).equals(data.subarray(0, 32 * KiB)));
   });
 
@@ -92,7 +95,7 @@ describe('small device reads on the calling thread', () => {
     using small = DeviceBuffer.alloc(4096);
     const first = f.readRecorded(big);
     const second = await f.readRecorded(small, { fileOffset: 4096 });
-    assert.notEqual(second.inline, true, 'the copy would wait behind the pool on the JS thread');
+    assert.notEqual(second.way.kind, 'inline-device', 'the copy would wait behind the pool on the JS thread');
     await first;
     assert.ok((await small.toBuffer()).equals(data.subarray(4096, 8192)));
     assert.ok((await big.toBuffer()).equals(data));
@@ -104,14 +107,14 @@ describe('small device reads on the calling thread', () => {
     using dev = DeviceBuffer.alloc(4096);
     await dev.copyFrom(Buffer.alloc(4096, 0xee));
     const rec = await f.readRecorded(dev, { fileOffset: 4000 });
-    assert.notEqual(rec.inline, true);
+    assert.deepEqual(rec.way, { kind: 'staged', variant: 'bounce' });
     assert.equal(rec.bytes, 1000);
     const back = await dev.toBuffer();
     assert.ok(back.subarray(0, 1000).equals(data.subarray(4000)));
     assert.ok(back.subarray(1000).every((b) => b === 0xee), 'past end of file untouched');
     configure({ directIoRead: true });
     const direct = await f.readRecorded(dev, { fileOffset: 0 });
-    assert.notEqual(direct.inline, true);
+    assert.equal(direct.way.kind, 'staged');
     assert.ok((await dev.toBuffer()).equals(data.subarray(0, 4096)));
   });
 
@@ -122,7 +125,7 @@ describe('small device reads on the calling thread', () => {
     using dev = DeviceBuffer.alloc(2 * INLINE_DEVICE_PIECE);
     await dev.copyFrom(Buffer.alloc(dev.byteLength, 0xee));
     const rec = await f.readRecorded(dev);
-    assert.notEqual(rec.inline, true);
+    assert.equal(rec.way.kind, 'staged');
     assert.equal(rec.bytes, fileSize);
     const back = await dev.toBuffer();
     assert.ok(back.subarray(0, fileSize).equals(data));
@@ -202,14 +205,13 @@ describe('small device reads on the calling thread', () => {
     await using f = await open(file, 'r', { compatMode: 'on' });
     await dev.copyFrom(Buffer.alloc(dev.byteLength, 0xee));
     const rec = await f.readRecorded(dev, { size, fileOffset: piece });
-    assert.equal(rec.inline, true);
-    assert.ok(typeof rec.helpedPieces === 'number' && rec.helpedPieces <= pieces, `helpedPieces ${rec.helpedPieces}`);
+    const helped = helpedPieces(rec);
+    assert.ok(typeof helped === 'number' && helped <= pieces, `helpedPieces ${helped}`);
     const back = await dev.toBuffer();
     assert.ok(back.subarray(0, size).equals(data.subarray(piece, piece + size)));
     assert.ok(back.subarray(size).every((b) => b === 0xee));
     const small = await f.readRecorded(dev, { size: INLINE_DEVICE_PIECE - 1 });
-    assert.equal(small.inline, true);
-    assert.equal(small.helpedPieces, undefined);
+    assert.deepEqual(small.way, { kind: 'inline-device' });
     assert.ok((await dev.toBuffer()).subarray(0, INLINE_DEVICE_PIECE - 1).equals(data.subarray(0, INLINE_DEVICE_PIECE - 1)));
   });
 
@@ -270,7 +272,7 @@ describe('small device reads on the calling thread', () => {
       });
     });
     const rec = await f.readRecorded(dev, { fileOffset: 8192 });
-    assert.equal(rec.inline, true);
+    assert.equal(rec.way.kind, 'inline-device');
     assert.ok((await dev.toBuffer()).equals(data.subarray(8192, 12288)));
   });
 

@@ -12,6 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, before, describe, test } from 'node:test';
 const { DeviceBuffer, configure, getConfig, open } = await import('../src/index.js');
 type DeviceBuffer = import('../src/index.js').DeviceBuffer;
+type OpRecord = import('../src/engine/op-record.js').OpRecord;
 const { native } = await import('../src/addon/binding.js');
 const { KEPT_MIN_READ, KEPT_SETTLE_MS, keptPagesBytes } = await import('../src/engine/kept-pages.js');
 
@@ -22,6 +23,10 @@ const MiB = KiB * KiB;
 const SENTINEL = 0xee;
 /** Kept pages belong to penstock's own device path: cuFile (which the fake driver offers) never keeps any. */
 const STAGED = { compatMode: 'on' } as const;
+/** How a read used kept pages, from its record: undefined where it did not. */
+const keptPages = (rec: OpRecord) => (rec.way.kind === 'kept' ? rec.way.pages : undefined);
+/** The codes of a record's fallbacks. */
+const fellBack = (rec: OpRecord) => rec.fallbacks.map((r) => r.code);
 
 /** Files made before the tests and then left alone past the settle time, so their pages may be kept. */
 const settled: { file: string; data: Buffer }[] = [];
@@ -54,12 +59,12 @@ describe('kept pages', () => {
     using dev = await sentinelBuffer(size);
     const first = await f.readRecorded(dev, { fileOffset: at, targetOffset: 4096, size });
     assert.equal(first.route, 'posix-device');
-    assert.equal(first.kept, undefined);
+    assert.equal(keptPages(first), undefined);
     await assertLanded(dev, want, 'first read');
     await dev.copyFrom(Buffer.alloc(size + 8192, SENTINEL));
     const second = await f.readRecorded(dev, { fileOffset: at, targetOffset: 4096, size });
     assert.equal(second.route, 'mapped-device');
-    assert.equal(second.kept, 'registered');
+    assert.equal(keptPages(second), 'registered');
     assert.equal(second.bytes, size);
     await assertLanded(dev, want, 'registering read');
     // Whole pages from the one holding byte 5000 to the one holding the last byte.
@@ -68,13 +73,13 @@ describe('kept pages', () => {
     assert.equal(keptPagesBytes(), pinned);
     await dev.copyFrom(Buffer.alloc(size + 8192, SENTINEL));
     const third = await f.readRecorded(dev, { fileOffset: at, targetOffset: 4096, size });
-    assert.equal(third.kept, 'reused');
+    assert.equal(keptPages(third), 'reused');
     assert.equal(third.route, 'mapped-device');
     await assertLanded(dev, want, 'reusing read');
     // A part of the kept range, elsewhere in the buffer, into the other GPU: the pages are portable.
     using other = await sentinelBuffer(MiB + 5, 1);
     const part = await f.readRecorded(other, { fileOffset: at + MiB, targetOffset: 4096, size: MiB + 5 });
-    assert.equal(part.kept, 'reused');
+    assert.equal(keptPages(part), 'reused');
     assert.equal(part.device, 1);
     await assertLanded(other, data.subarray(at + MiB, at + 2 * MiB + 5), 'part into GPU 1');
     const stats = f.stats().routes['mapped-device'];
@@ -94,8 +99,7 @@ describe('kept pages', () => {
     await dev.copyFrom(Buffer.alloc(size + 8192, SENTINEL));
     const seen: number[] = [];
     const rec = await f.readRecorded(dev, { fileOffset: 8192, targetOffset: 4096, size, onProgress: (n) => seen.push(n) });
-    assert.equal(rec.kept, 'reused');
-    assert.equal(rec.inline, true);
+    assert.deepEqual(rec.way, { kind: 'kept', pages: 'reused', onCallingThread: true });
     assert.deepEqual(seen, [size]);
     await assertLanded(dev, data.subarray(8192, 8192 + size), 'inline reuse');
   });
@@ -104,9 +108,9 @@ describe('kept pages', () => {
     const { file } = settled[2]!;
     await using f = await open(file, 'r', STAGED);
     using dev = await sentinelBuffer(2 * MiB);
-    for (let i = 0; i < 3; i++) assert.equal((await f.readRecorded(dev, { size: KEPT_MIN_READ - 4096 })).kept, undefined);
+    for (let i = 0; i < 3; i++) assert.equal(keptPages(await f.readRecorded(dev, { size: KEPT_MIN_READ - 4096 })), undefined);
     configure({ keptPagesMax: 0 });
-    for (let i = 0; i < 3; i++) assert.equal((await f.readRecorded(dev, { size: 2 * MiB })).kept, undefined);
+    for (let i = 0; i < 3; i++) assert.equal(keptPages(await f.readRecorded(dev, { size: 2 * MiB })), undefined);
     assert.equal(native().keptBytes(), 0);
   });
 
@@ -123,7 +127,7 @@ describe('kept pages', () => {
     fs.closeSync(fd);
     const rec = await f.readRecorded(dev, { targetOffset: 4096, size });
     assert.equal(rec.route, 'posix-device');
-    assert.equal(rec.keptFallback?.code, 'KEPT_PAGES_STALE');
+    assert.deepEqual(fellBack(rec), ['KEPT_PAGES_STALE']);
     const want = Buffer.from(data.subarray(0, size));
     fresh.copy(want, MiB);
     await assertLanded(dev, want, 'after the write');
@@ -139,7 +143,7 @@ describe('kept pages', () => {
     fs.truncateSync(file, 3 * MiB);
     await dev.copyFrom(Buffer.alloc(size + 8192, SENTINEL));
     const rec = await f.readRecorded(dev, { targetOffset: 4096, size });
-    assert.equal(rec.keptFallback?.code, 'KEPT_PAGES_STALE');
+    assert.deepEqual(fellBack(rec), ['KEPT_PAGES_STALE']);
     assert.equal(rec.bytes, 3 * MiB);
     const back = await dev.toBuffer();
     assert.ok(back.subarray(4096, 4096 + 3 * MiB).equals(data.subarray(0, 3 * MiB)));
@@ -163,14 +167,14 @@ describe('kept pages', () => {
     await dev.copyFrom(Buffer.alloc(size + 8192, SENTINEL));
     const second = await f.readRecorded(dev, { fileOffset: at, targetOffset: 4096, size });
     assert.equal(second.route, 'posix-device');
-    assert.equal(second.kept, undefined);
-    assert.equal(second.keptFallback?.code, 'KEPT_PAGES_NOT_CACHED');
+    assert.equal(keptPages(second), undefined);
+    assert.deepEqual(fellBack(second), ['KEPT_PAGES_NOT_CACHED']);
     assert.equal(native().keptBytes(), 0, 'nothing pinned');
     await assertLanded(dev, data.subarray(at, at + size), 'a cold second read');
     // That read was buffered: the pages are back, and the next read keeps them.
     const third = await f.readRecorded(dev, { fileOffset: at, targetOffset: 4096, size });
-    assert.equal(third.kept, 'registered');
-    assert.equal(third.keptFallback, undefined);
+    assert.equal(keptPages(third), 'registered');
+    assert.deepEqual(fellBack(third), []);
   });
 
   test('a file changed less than the settle time ago is not kept (KEPT_PAGES_RECENT), and not tried again at once', async () => {
@@ -180,11 +184,11 @@ describe('kept pages', () => {
     await f.read(dev, { targetOffset: 4096, size: 2 * MiB });
     const second = await f.readRecorded(dev, { targetOffset: 4096, size: 2 * MiB });
     assert.equal(second.route, 'posix-device');
-    assert.equal(second.keptFallback?.code, 'KEPT_PAGES_RECENT');
+    assert.deepEqual(fellBack(second), ['KEPT_PAGES_RECENT']);
     await assertLanded(dev, data, 'recent file');
     const third = await f.readRecorded(dev, { targetOffset: 4096, size: 2 * MiB });
-    assert.equal(third.keptFallback, undefined);
-    assert.equal(third.kept, undefined);
+    assert.deepEqual(fellBack(third), []);
+    assert.equal(keptPages(third), undefined);
     assert.equal(native().keptBytes(), 0);
   });
 
@@ -196,12 +200,12 @@ describe('kept pages', () => {
       await f.read(dev, { targetOffset: 4096, size: 2 * MiB });
       const rec = await f.readRecorded(dev, { targetOffset: 4096, size: 2 * MiB });
       assert.equal(rec.route, 'posix-device');
-      assert.equal(rec.keptFallback?.code, 'KEPT_PAGES_REFUSED');
-      assert.match(rec.keptFallback!.message, /CUDA_ERROR_NOT_SUPPORTED/);
+      assert.deepEqual(fellBack(rec), ['KEPT_PAGES_REFUSED']);
+      assert.match(rec.fallbacks[0]!.message, /CUDA_ERROR_NOT_SUPPORTED/);
       await assertLanded(dev, data.subarray(0, 2 * MiB), 'refused');
     });
     assert.equal(f.route.keptPages?.code, 'KEPT_PAGES_REFUSED');
-    assert.equal((await f.readRecorded(dev, { targetOffset: 4096, size: 2 * MiB })).kept, undefined, 'not tried again');
+    assert.equal(keptPages(await f.readRecorded(dev, { targetOffset: 4096, size: 2 * MiB })), undefined, 'not tried again');
   });
 
   test('the addon checks a kept read strictly: task size, one task to keep or issue, progress, unknown spans', async () => {
@@ -233,8 +237,7 @@ describe('kept pages', () => {
     await dev.copyFrom(Buffer.alloc(size + 8192, SENTINEL));
     const seen: number[] = [];
     const rec = await f.readRecorded(dev, { targetOffset: 4096, size, onProgress: (n) => seen.push(n) });
-    assert.equal(rec.kept, 'reused');
-    assert.equal(rec.inline, undefined, 'on the pool, not the calling thread alone');
+    assert.deepEqual(rec.way, { kind: 'kept', pages: 'reused', onCallingThread: false }, 'on the pool, not the calling thread alone');
     assert.deepEqual(seen, [size]);
     await assertLanded(dev, data.subarray(0, size), 'issued read');
     // Each copy takes 300 ms, one after the other on the lane. With one pool thread, the second
@@ -284,7 +287,7 @@ describe('kept pages', () => {
       }),
     );
     for (const [i, rec] of recs.entries()) {
-      assert.equal(rec.kept, 'reused');
+      assert.equal(keptPages(rec), 'reused');
       assert.equal(rec.device, i % 2);
     }
     await assertLanded(a, data.subarray(MiB, MiB + size), 'GPU 0');
@@ -306,7 +309,7 @@ describe('kept pages', () => {
     assert.equal(f.stats().routes['mapped-device'].errors, 1);
     await dev.copyFrom(Buffer.alloc(size + 8192, SENTINEL));
     const rec = await f.readRecorded(dev, { fileOffset: 4096, targetOffset: 4096, size });
-    assert.equal(rec.kept, 'registered', 'a range read before is registered again');
+    assert.equal(keptPages(rec), 'registered', 'a range read before is registered again');
     await assertLanded(dev, data.subarray(4096, 4096 + size), 'after the failure');
   });
 
@@ -321,10 +324,10 @@ describe('kept pages', () => {
     for (let i = 0; i < 2; i++) await fb.read(dev, { targetOffset: 4096, size: 4 * MiB });
     assert.equal(native().keptBytes(), 4 * MiB, "a's range made room for b's");
     const againA = await fa.readRecorded(dev, { targetOffset: 4096, size: 4 * MiB });
-    assert.equal(againA.kept, 'registered', "a's range, read before, is kept again");
+    assert.equal(keptPages(againA), 'registered', "a's range, read before, is kept again");
     await assertLanded(dev, a.data.subarray(0, 4 * MiB), 'a again');
     const bNow = await fb.readRecorded(dev, { targetOffset: 4096, size: 4 * MiB });
-    assert.equal(bNow.kept, 'registered');
+    assert.equal(keptPages(bNow), 'registered');
     await assertLanded(dev, b.data.subarray(0, 4 * MiB), 'b again');
     configure({ keptPagesMax: 0 });
     assert.equal(native().keptBytes(), 0);

@@ -9,10 +9,11 @@ useFakeDriver();
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { afterEach, describe, test } from 'node:test';
-const p = await import('../src/index.js');
+const p = { ...(await import('../src/index.js')), ...(await import('../src/measure.js')) };
 const { DeviceBuffer, configure, getConfig, open } = p;
 const { MAPPED_CLAIM_DIVISOR, MAPPED_PIECE, planRead } = await import('../src/plan/transfer-plan.js');
-const { readFactsOf } = await import('../src/engine/read-facts.js');
+const { readFactsOf } = await import('../src/engine/transfer-facts.js');
+const { mappedShareOf } = await import('../src/engine/op-record.js');
 /** The plan of a read of `fd`, with the facts gathered from the file as the engine gathers them. */
 const planWith = (s: Parameters<typeof planRead>[0], fd: number, fileOffset: number, size: number, intoDevice: boolean, mappedOut: boolean) =>
   planRead(s, readFactsOf(fd, fileOffset, size), fileOffset, size, intoDevice, mappedOut);
@@ -36,7 +37,10 @@ describe('mapped route (mapped-device)', () => {
     await buf.copyFrom(Buffer.alloc(buf.byteLength, 0x5a));
     const rec = await withEnv(slow, () => f.readRecorded(buf, { targetOffset: 4096 }));
     assert.equal(rec.bytes, 16 * MiB);
-    assert.ok((rec.mapped?.bytes ?? 0) > 0 && rec.mapped!.bytes < 16 * MiB);
+    const mapped = mappedShareOf(rec);
+    assert.equal(rec.way.kind === 'staged' && rec.way.variant, 'mapped');
+    assert.ok((mapped?.bytes ?? 0) > 0 && mapped!.bytes < 16 * MiB);
+    assert.deepEqual(rec.fallbacks, []);
     const back = await buf.toBuffer();
     assert.ok(back.subarray(4096).equals(data), 'every byte in place');
     assert.ok(back.subarray(0, 4096).every((x) => x === 0x5a), 'nothing before the target offset');
@@ -60,7 +64,7 @@ describe('mapped route (mapped-device)', () => {
     for (const [off, size, expect] of [[100, 2 * MiB, 2 * MiB], [0, 8 * MiB, 4 * MiB + 100]] as const) {
       const rec = await withEnv(slow, () => f.readRecorded(buf, { fileOffset: off, size }));
       assert.equal(rec.bytes, expect);
-      assert.equal(rec.mapped, undefined, `no mapped share at ${off}+${size}`);
+      assert.equal(mappedShareOf(rec), undefined, `no mapped share at ${off}+${size}`);
       assert.ok((await buf.subarray(0, expect).toBuffer()).equals(data.subarray(off, off + expect)));
     }
   });
@@ -106,12 +110,13 @@ describe('mapped route (mapped-device)', () => {
     const rec = await f.readRecorded(buf);
     assert.ok((await buf.toBuffer()).equals(data));
     assert.equal(rec.bytes, data.length);
-    assert.ok((rec.mapped?.tasks ?? 0) > 0);
+    assert.ok((mappedShareOf(rec)?.tasks ?? 0) > 0);
     // The ends meet in quarters of what is left, so the last tasks go through staging.
     assert.equal(f.stats().routes['mapped-device'].ops + f.stats().routes['posix-device'].ops, Math.ceil(data.length / (64 * 1024)));
     await using g = await open(file, 'r', { compatMode: 'on' });
     const refused = await withEnv({ FAKE_CUDA_HOST_REGISTER_FAIL: '1' }, () => g.readRecorded(buf));
-    assert.equal(refused.mapped?.tasks, 0);
+    assert.deepEqual(refused.way, { kind: 'staged', variant: 'bounce' }, 'a mapped share that carried nothing is not claimed');
+    assert.deepEqual(refused.fallbacks.map((r) => r.code), ['MAPPED_REFUSED']);
     assert.equal(g.stats().routes['posix-device'].ops, Math.ceil(data.length / (64 * 1024)), 'staging carried it all');
     assert.ok((await buf.toBuffer()).equals(data));
     const ac = new AbortController();
@@ -131,12 +136,14 @@ describe('mapped route (mapped-device)', () => {
     const rec = await withEnv({ FAKE_CUDA_HOST_REGISTER_FAIL: '1' }, () => f.readRecorded(buf));
     assert.ok((await buf.toBuffer()).equals(data));
     assert.equal(rec.bytes, 8 * MiB);
-    assert.equal(rec.mapped?.tasks, 0, 'the staged route carried everything');
+    assert.deepEqual(rec.way, { kind: 'staged', variant: 'bounce' }, 'the staged route carried everything');
     assert.equal(f.route.mapped?.code, 'MAPPED_REFUSED');
     assert.match(f.route.mapped?.message ?? '', /CUDA_ERROR_NOT_SUPPORTED/);
-    assert.equal(rec.mappedFallback?.code, 'MAPPED_REFUSED');
+    assert.deepEqual(rec.fallbacks, [f.route.mapped]);
     const again = await f.readRecorded(buf);
-    assert.equal(again.mapped, undefined, 'the file is not tried again');
+    // Read again, the range may be kept (or be refused as too recent): it is never mapped again.
+    assert.equal(mappedShareOf(again), undefined, 'the file is not tried again');
+    assert.ok(!again.fallbacks.some((r) => r.code === 'MAPPED_REFUSED'), 'nothing refused again');
     assert.equal(f.stats().routes['mapped-device'].operations, 0);
   });
 

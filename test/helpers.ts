@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { digestHex } from '../src/memory/digest.js';
+import { splitDev } from '../src/system/block-device.js';
 
 // No test may wait on the EC2 instance metadata service (absent off EC2, where a lookup waits for
 // its timeout): tests that want it run a fake and say so. Child processes inherit this.
@@ -40,6 +41,22 @@ export function fakeSystemRoot(options: { nvidiaFs: boolean; cufileJson?: object
     fs.mkdirSync(path.join(root, 'etc'), { recursive: true });
     fs.writeFileSync(path.join(root, 'etc/cufile.json'), JSON.stringify(options.cufileJson));
   }
+  return root;
+}
+
+/**
+ * A recorded machine's root in which the block device under `file` is the drive `name`, rotational
+ * or not (its sysfs link and queue only), for plans that depend on the storage under a file.
+ */
+export function machineWith(file: string, name: string, rotational: boolean): string {
+  const { major, minor } = splitDev(fs.statSync(file).dev);
+  const root = tmpDir() + `/root-${name}-${major}-${minor}`;
+  const drive = `${root}/sys/devices/virtual/block/${name}`;
+  fs.mkdirSync(`${drive}/queue`, { recursive: true });
+  fs.writeFileSync(`${drive}/queue/rotational`, rotational ? '1\n' : '0\n');
+  fs.mkdirSync(`${root}/sys/dev/block`, { recursive: true });
+  fs.rmSync(`${root}/sys/dev/block/${major}:${minor}`, { force: true });
+  fs.symlinkSync(`../../devices/virtual/block/${name}`, `${root}/sys/dev/block/${major}:${minor}`);
   return root;
 }
 

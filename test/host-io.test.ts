@@ -2,8 +2,9 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { afterEach, describe, test } from 'node:test';
-import { configure, getConfig, open, readFileToHost, writeFile, stats, resetStats, PenstockSystemError, pageCacheResidency, dropPageCache } from '../src/index.js';
-import { makeFile, newPath, pattern, tmpDir } from './helpers.js';
+import { configure, getConfig, open, readFileToHost, writeFile, PenstockSystemError } from '../src/index.js';
+import { stats, resetStats, pageCacheResidency, dropPageCache } from '../src/measure.js';
+import { machineWith, makeFile, newPath, pattern, tmpDir } from './helpers.js';
 import { splitDev, storageOf } from '../src/system/block-device.js';
 import { SysRoot } from '../src/system/sysfs.js';
 import { coldReadsDirect } from '../src/plan/transfer-plan.js';
@@ -204,19 +205,6 @@ describe('O_DIRECT', () => {
 });
 
 describe("directIoRead 'auto'", () => {
-  /** A recorded machine whose block device under `file` is `name` (rotational or not). */
-  function machineWith(file: string, name: string, rotational: boolean): string {
-    const { major, minor } = splitDev(fs.statSync(file).dev);
-    const root = tmpDir() + `/root-${name}-${major}-${minor}`;
-    const drive = `${root}/sys/devices/virtual/block/${name}`;
-    fs.mkdirSync(`${drive}/queue`, { recursive: true });
-    fs.writeFileSync(`${drive}/queue/rotational`, rotational ? '1\n' : '0\n');
-    fs.mkdirSync(`${root}/sys/dev/block`, { recursive: true });
-    fs.rmSync(`${root}/sys/dev/block/${major}:${minor}`, { force: true });
-    fs.symlinkSync(`../../devices/virtual/block/${name}`, `${root}/sys/dev/block/${major}:${minor}`);
-    return root;
-  }
-
   test('large cold ranges bypass the page cache on an NVMe drive, not on other disks; warm and small ones never', async (t) => {
     const { file, data } = makeFile(70 << 20);
     try {
@@ -241,6 +229,7 @@ describe("directIoRead 'auto'", () => {
     target.fill(0);
     const cold = await f.readRecorded(target, { fileOffset: 1 });
     assert.equal(cold.direct, true);
+    assert.equal(cold.tasks, Math.ceil(cold.bytes / (4 << 20)), 'O_DIRECT: tasks of the task size, claimed in turn');
     assert.deepEqual(f.route.coldReads, { device: 'nvme0n1', direct: true });
     assert.equal(cold.bytes, data.length - 1);
     assert.ok(target.subarray(0, cold.bytes).equals(data.subarray(1)));
@@ -255,6 +244,7 @@ describe("directIoRead 'auto'", () => {
     target.fill(0);
     const buffered = await g.readRecorded(target, { fileOffset: 1 });
     assert.equal(buffered.direct, false);
+    assert.equal(buffered.tasks, 4, 'one stripe per worker');
     assert.deepEqual(g.route.coldReads, { device: 'vda', direct: false });
     assert.ok(target.subarray(0, buffered.bytes).equals(data.subarray(1)));
   });

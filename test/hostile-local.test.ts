@@ -16,7 +16,7 @@ import { repoRoot, tmpDir, useFakeDriver } from './helpers.js';
 import { writeNpy, writeRawSafetensors, writeSafetensors, writeSharded, type TensorSpec } from './tensor-writer.js';
 
 useFakeDriver();
-const p = await import('../src/index.js');
+const p = { ...(await import('../src/index.js')), ...(await import('../src/formats.js')), ...(await import('../src/ipc.js')), ...(await import('../src/batch.js')), ...(await import('../src/measure.js')) };
 
 let n = 0;
 const file = (name = 'h', ext = 'safetensors') => path.join(tmpDir(), `${name}-${++n}.${ext}`);

@@ -11,7 +11,7 @@ import { repoRoot, tmpDir, useFakeDriver, withEnv } from './helpers.js';
 import { writeSafetensors, writeSharded } from './tensor-writer.js';
 
 useFakeDriver();
-const p = await import('../src/index.js');
+const p = { ...(await import('../src/index.js')), ...(await import('../src/formats.js')), ...(await import('../src/ipc.js')), ...(await import('../src/formats/dtypes.js')) };
 const { native } = await import('../src/addon/binding.js');
 const { fromNative } = await import('../src/vocabulary/errors.js');
 
@@ -99,7 +99,7 @@ test('opening a handle in the process that exported it: a typed error (CUDA refu
 test('a worker thread of the exporting process is the same process: ERR_PENSTOCK_IPC_SAME_PROCESS', async () => {
   using buf = p.DeviceBuffer.alloc(MiB);
   using e = p.exportDeviceBuffer(buf);
-  const entry = path.join(repoRoot, 'dist/src/index.js');
+  const entry = path.join(repoRoot, 'dist/src/ipc.js');
   const worker = new Worker(
     `const { parentPort, workerData } = require('node:worker_threads');
      import(workerData.entry).then((p) => {

@@ -11,17 +11,17 @@ import { test } from 'node:test';
 import fs from 'node:fs';
 import { handOffShapes, writeCheckpointFile } from '../bench/tensor-checkpoints.js';
 import { fakeDriverDir, makeFile, pattern, repoRoot, tmpDir, useFakeDriver } from './helpers.js';
+import { importEveryEntry } from './entry-points.js';
 import { fileTensors, writeSharded } from './tensor-writer.js';
 
 useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '2' });
-const p = await import('../src/index.js');
+const p = { ...(await import('../src/index.js')), ...(await import('../src/formats.js')), ...(await import('../src/ipc.js')), ...(await import('../src/doctor.js')) };
 
-const entry = path.join(repoRoot, 'dist/src/index.js');
 const sha = (b: Uint8Array) => crypto.createHash('sha256').update(b).digest('hex');
 
 /** Prelude of every child: penstock as `p`, the arguments as `args`, and two helpers. */
 const prelude = `
-const p = await import(${JSON.stringify(entry)});
+${importEveryEntry()}
 const fs = await import('node:fs');
 const crypto = await import('node:crypto');
 const args = process.argv.slice(1);

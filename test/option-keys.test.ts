@@ -10,7 +10,7 @@ import { tmpDir, useFakeDriver } from './helpers.js';
 import { writeSafetensors } from './tensor-writer.js';
 
 useFakeDriver();
-const p = await import('../src/index.js');
+const p = { ...(await import('../src/index.js')), ...(await import('../src/formats.js')), ...(await import('../src/ipc.js')), ...(await import('../src/batch.js')), ...(await import('../src/measure.js')) };
 const { OPTION_KEYS, checkOptionKeys } = await import('../src/settings/option-keys.js');
 
 let n = 0;

@@ -2,7 +2,9 @@
  * The packed package as a new user gets it: `npm pack`, installed into fresh apps with npm, pnpm 12
  * and Yarn 4 with no compiler and no make on PATH, then a host read there; no package manager may
  * run or warn about a build script. Also `penstock info`, require(), the arm64 binary under
- * qemu-user where that is available, and the one command that compiles from source. Needs the
+ * qemu-user where that is available, and the one command that compiles from source. Every entry
+ * point of `exports` loads there by import and require, and TypeScript finds its types under
+ * `moduleResolution` node16 and bundler; nothing else of the package can be imported. Needs the
  * linux-x64 prebuilt binary (`npm run build:prebuilds`, which .ci/run does first); skips, saying
  * so, without it. pnpm and Yarn come from the npm registry (cached in node_modules/.cache).
  */
@@ -12,6 +14,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { ENTRY_POINTS } from './entry-points.js';
+import { declaredExports } from './face-exports.js';
 import { repoRoot } from './helpers.js';
 
 const hostBinary = path.join(repoRoot, 'prebuilds/linux-x64/penstock.glibc.node');
@@ -83,7 +87,8 @@ describe('the packed package', { skip }, () => {
 
   it('holds the binaries, the licence and the changelog, and nothing stale', () => {
     const binaries = ['linux-x64', 'linux-arm64'].map((t) => `prebuilds/${t}/penstock.glibc.node`).filter((f) => fs.existsSync(path.join(repoRoot, f)));
-    for (const f of [...binaries, 'LICENSE', 'CHANGELOG.md', 'README.md', 'dist/binding.gyp', 'scripts/build-addon.mjs', 'dist/src/index.js', 'dist/src/index.d.ts', 'python/penstock_client.py', 'docs/serve.md'])
+    const entries = ENTRY_POINTS.flatMap((e) => [e.built, e.types]).map((f) => path.relative(repoRoot, f));
+    for (const f of [...binaries, ...entries, 'LICENSE', 'CHANGELOG.md', 'README.md', 'dist/binding.gyp', 'scripts/build-addon.mjs', 'python/penstock_client.py', 'docs/serve.md'])
       assert.ok(packed.includes(f), `${f} is in the package`);
     assert.deepEqual(packed.filter((f) => (f.startsWith('docs/') && !/^docs\/[\w.-]+\.md$/.test(f)) || f.startsWith('bench/') || f.startsWith('build/') || f.startsWith('dist/test')), []);
     // Every source map must point at a source that ships too.
@@ -135,10 +140,44 @@ describe('the packed package', { skip }, () => {
     assert.ok(fs.existsSync(path.join(r.stdout.trim(), 'penstock_client.py')));
   });
 
-  it('can be required from CommonJS (Node.js 20.19 and later)', { skip: !process.features.require_module && 'this Node.js has no require(esm)' }, () => {
-    const r = sh(process.execPath, ['-e', "process.stdout.write(require('penstock').formatSize(4096))"], { cwd: app, env: bareEnv() });
+  it('loads every entry point by import, with the exports it declares, and no path of the package that is not one', () => {
+    const specifiers = ENTRY_POINTS.map((e) => e.specifier);
+    const script = `const out = {};
+      for (const s of ${JSON.stringify(specifiers)}) out[s] = Object.keys(await import(s)).sort();
+      try { await import('penstock/dist/src/engine/file.js'); out.deep = 'imported'; } catch (e) { out.deep = e.code; }
+      process.stdout.write(JSON.stringify(out));`;
+    const r = sh(process.execPath, ['--input-type=module', '-e', script], { cwd: app, env: bareEnv() });
     assert.equal(r.status, 0, r.stderr);
-    assert.equal(r.stdout, '4 KiB');
+    const { deep, ...loaded } = JSON.parse(r.stdout) as Record<string, unknown>;
+    assert.equal(deep, 'ERR_PACKAGE_PATH_NOT_EXPORTED');
+    assert.deepEqual(loaded, Object.fromEntries(specifiers.map((s) => [s, declaredExports().names.filter((n) => n.specifier === s && n.value).map((n) => n.name).sort()])));
+  });
+
+  it('can be required from CommonJS, every entry point (Node.js 20.19 and later)', { skip: !process.features.require_module && 'this Node.js has no require(esm)' }, () => {
+    const script = `process.stdout.write(JSON.stringify([require('penstock/measure').formatSize(4096), ${JSON.stringify(ENTRY_POINTS.map((e) => e.specifier))}.map((s) => Object.keys(require(s)).length)]))`;
+    const r = sh(process.execPath, ['-e', script], { cwd: app, env: bareEnv() });
+    assert.equal(r.status, 0, r.stderr);
+    const counts = ENTRY_POINTS.map((e) => declaredExports().names.filter((n) => n.specifier === e.specifier && n.value).length);
+    assert.deepEqual(JSON.parse(r.stdout), ['4 KiB', counts]);
+  });
+
+  it('gives a strict TypeScript app the types of every name of every entry point (moduleResolution node16 and bundler)', () => {
+    const lines = ENTRY_POINTS.map((e) => {
+      const names = declaredExports().names.filter((n) => n.specifier === e.specifier).map((n) => (n.value ? n.name : `type ${n.name}`));
+      return `import { ${names.join(', ')} } from '${e.specifier}';`;
+    });
+    // A wrong type must fail: the check is not vacuous (a module typed `any` would accept it).
+    fs.writeFileSync(path.join(app, 'consumer.ts'), `${lines.join('\n')}\nconst kib: string = formatSize(4096);\nexport { kib };\n`);
+    fs.writeFileSync(path.join(app, 'wrong.ts'), `import { formatSize } from 'penstock/measure';\nexport const n: number = formatSize(4096);\n`);
+    const tsc = path.join(repoRoot, 'node_modules/typescript/bin/tsc');
+    const base = ['--strict', '--noEmit', '--target', 'ES2022', '--lib', 'ES2023,ESNext.Disposable', '--types', 'node', '--typeRoots', path.join(repoRoot, 'node_modules/@types')];
+    for (const [module, resolution] of [['node16', 'node16'], ['esnext', 'bundler']]) {
+      const flags = [...base, '--module', module!, '--moduleResolution', resolution!];
+      const ok = sh(process.execPath, [tsc, ...flags, 'consumer.ts'], { cwd: app, env: bareEnv() });
+      assert.equal(ok.status, 0, `${resolution}: ${ok.stdout}${ok.stderr}`);
+      const wrong = sh(process.execPath, [tsc, ...flags, 'wrong.ts'], { cwd: app, env: bareEnv() });
+      assert.match(wrong.stdout, /wrong\.ts.*TS2322/, `${resolution}: a string is not a number`);
+    }
   });
 
   it('runs the arm64 binary under qemu-user with an arm64 Node.js', (t) => {

@@ -9,15 +9,16 @@ import { test } from 'node:test';
 import { defaults } from '../src/settings/config.js';
 import { planDeviceRead } from '../src/plan/transfer-plan.js';
 import { fakeDriverDir, fakeSystemRoot, makeFile, repoRoot } from './helpers.js';
+import { importEveryEntry } from './entry-points.js';
 
-const entry = path.join(repoRoot, 'dist/src/index.js');
+const everyEntry = importEveryEntry();
 const fakeCuda = path.join(fakeDriverDir, 'libcuda.so.1');
 const fakeCuFile = path.join(fakeDriverDir, 'libcufile.so.0');
 const withNvidiaFs = fakeSystemRoot({ nvidiaFs: true });
 
 /** Runs `body` as an ES module in a fresh node with `p` bound to penstock; returns its JSON output. */
 function child(body: string, env: Record<string, string> = {}, timeout = 60_000, flags: string[] = []) {
-  const code = `const p = await import(${JSON.stringify(entry)});\n${body}`;
+  const code = `${everyEntry}\n${body}`;
   const r = spawnSync(process.execPath, [...flags, '--input-type=module', '-e', code], {
     env: { ...process.env, PENSTOCK_CUDA_LIBRARY: fakeCuda, PENSTOCK_CUFILE_LIBRARY: fakeCuFile, PENSTOCK_SYSTEM_ROOT: withNvidiaFs, ...env },
     encoding: 'utf8',
@@ -194,7 +195,7 @@ for (const [name, body] of [
   [
     'a worker thread terminated mid-read',
     `const { Worker } = await import('node:worker_threads');
-     const w = new Worker(\`const p = await import(${JSON.stringify(JSON.stringify(entry)).slice(1, -1)});
+     const w = new Worker(\`${JSON.stringify(everyEntry).slice(1, -1)}
        p.configure({ threads: 1, taskSize: 4096 }); const f = await p.open(${JSON.stringify(JSON.stringify(file)).slice(1, -1)});
        for (let i = 0; i < 8; i++) f.read(Buffer.alloc(8 << 20));
        (await import('node:worker_threads')).parentPort.postMessage('go');\`, { eval: true, type: 'module' });
@@ -212,7 +213,7 @@ for (const [name, body] of [
   [
     'a worker thread terminated mid-batch',
     `const { Worker } = await import('node:worker_threads');
-     const w = new Worker(\`const p = await import(${JSON.stringify(JSON.stringify(entry)).slice(1, -1)});
+     const w = new Worker(\`${JSON.stringify(everyEntry).slice(1, -1)}
        p.configure({ threads: 1 }); const f = await p.open(${JSON.stringify(JSON.stringify(file)).slice(1, -1)}, 'r', { compatMode: 'on' });
        const b = p.DeviceBuffer.alloc(8 << 20); const h = Buffer.alloc(8 << 20);
        for (const t of [b, h, b, h]) p.readBatch(Array.from({ length: 2000 }, (_, i) => ({ fileOffset: i * 4096, size: 4096, target: t, targetOffset: i * 4096 })), { file: f });
@@ -223,7 +224,7 @@ for (const [name, body] of [
   [
     'a worker thread that throws mid-read',
     `const { Worker } = await import('node:worker_threads');
-     const w = new Worker(\`const p = await import(${JSON.stringify(JSON.stringify(entry)).slice(1, -1)});
+     const w = new Worker(\`${JSON.stringify(everyEntry).slice(1, -1)}
        p.configure({ threads: 1, taskSize: 4096 }); const f = await p.open(${JSON.stringify(JSON.stringify(file)).slice(1, -1)});
        for (let i = 0; i < 8; i++) f.read(Buffer.alloc(8 << 20)); throw new Error('boom');\`, { eval: true, type: 'module' });
      const code = await new Promise((r) => { w.on('error', () => {}); w.on('exit', r); });

@@ -8,7 +8,8 @@ useFakeDriver({ FAKE_CUDA_ASYNC_DELAY_US: '2000' });
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { RangeServer } from './remote-range-server.js';
-const { DeviceBuffer, PinnedBuffer, openRemote, remoteStats } = await import('../src/index.js');
+const { DeviceBuffer, PinnedBuffer } = await import('../src/index.js');
+const { openRemote, remoteStats } = await import('../src/remote.js');
 
 const KiB = 1024;
 const server = new RangeServer();

@@ -1,7 +1,8 @@
 /** Faults of remote reads: what is retried, what is an error, and that no wrong byte is ever kept. */
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
-import { openRemote, RemoteError } from '../src/index.js';
+import { RemoteError } from '../src/index.js';
+import { openRemote } from '../src/remote.js';
 import { pattern } from './helpers.js';
 import { RangeServer, type Fault, type InjectOptions } from './remote-range-server.js';
 

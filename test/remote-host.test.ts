@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import fs from 'node:fs';
-import { openRemote, openSource, remoteStats, resetRemoteStats } from '../src/index.js';
+import { openRemote, openSource, remoteStats, resetRemoteStats } from '../src/remote.js';
 import { newPath, pattern } from './helpers.js';
 import { RangeServer } from './remote-range-server.js';
 

@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import zlib from 'node:zlib';
 import { after, describe, it } from 'node:test';
-import { loadTensors, openRemote, RemoteError } from '../src/index.js';
+import { loadTensors, RemoteError } from '../src/index.js';
+import { openRemote } from '../src/remote.js';
 import { pattern } from './helpers.js';
 import { partialHead, rangeOf, RawServer, type RawHandler } from './raw-http-server.js';
 

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { openRemote } from '../src/index.js';
+import { openRemote } from '../src/remote.js';
 import { pattern, repoRoot } from './helpers.js';
 import { RangeServer } from './remote-range-server.js';
 

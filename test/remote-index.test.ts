@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { loadTensors, openSource, type TensorSource } from '../src/index.js';
+import { loadTensors, type Source } from '../src/index.js';
+import { openSource } from '../src/remote.js';
 import { MAX_INDEX_BYTES } from '../src/formats/sharded-index.js';
 import { RangeServer } from './remote-range-server.js';
 import { tmpDir } from './helpers.js';
@@ -51,7 +52,7 @@ after(async () => {
 });
 
 /** Opens every location as a remote object whose requests carry the caller's token. */
-const withToken = (seen: string[]) => async (location: string): Promise<TensorSource> => {
+const withToken = (seen: string[]) => async (location: string): Promise<Source> => {
   seen.push(location);
   return openSource(location, { ...remote, headers: { Authorization: token } });
 };

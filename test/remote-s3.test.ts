@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import util from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import { openRemote, presignS3Url, RemoteError, remoteStats } from '../src/index.js';
+import { RemoteError } from '../src/index.js';
+import { openRemote, presignS3Url, remoteStats } from '../src/remote.js';
 import { pattern, tmpDir, withEnv } from './helpers.js';
 import { loopbackLookup, S3RVER_CREDENTIALS, startS3rver, type S3Server } from './remote-s3rver.js';
 

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Hash } from '@smithy/hash-node';
 import { SignatureV4 } from '@smithy/signature-v4';
-import { presignS3Url, type AwsCredentials } from '../src/index.js';
+import { presignS3Url, type AwsCredentials } from '../src/remote.js';
 import { signS3Request } from '../src/sources/remote/signing.js';
 import { s3ObjectUrl } from '../src/sources/remote/url.js';
 

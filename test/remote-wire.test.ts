@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, beforeEach, describe, it } from 'node:test';
-import { openRemote, RemoteError } from '../src/index.js';
+import { RemoteError } from '../src/index.js';
+import { openRemote } from '../src/remote.js';
 import { pattern } from './helpers.js';
 
 interface Seen {

@@ -10,7 +10,9 @@ useFakeDriver();
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { RangeServer } from './remote-range-server.js';
-const { DeviceBuffer, openRemote, RemoteError, runtimeInfo } = await import('../src/index.js');
+const { DeviceBuffer, RemoteError } = await import('../src/index.js');
+const { openRemote } = await import('../src/remote.js');
+const { runtimeInfo } = await import('../src/doctor.js');
 const { remoteWorkerThreads } = await import('../src/sources/remote/parse-workers.js');
 
 const KiB = 1024;

@@ -8,7 +8,7 @@ import { describe, test } from 'node:test';
 import { JobRun, runRecorded, settleInline } from '../src/engine/runner.js';
 import { AbortError } from '../src/vocabulary/errors.js';
 import type { NativeOp } from '../src/addon/binding.js';
-import type { OpRecord } from '../src/engine/stats.js';
+import { recordOf, type OpRecord } from '../src/engine/op-record.js';
 
 /** A job settled by hand, that counts its cancels (a cancelled stand-in rejects as the addon's jobs do). */
 function standIn<R>(): { op: NativeOp<R>; resolve: (r: R) => void; reject: (e: unknown) => void; cancels: () => number } {
@@ -92,28 +92,31 @@ describe('the runner', () => {
     assert.deepEqual(await run.settled(), { ok: true, results: [1, 2] });
   });
 
-  test('runRecorded counts one record, failed or not, and none for a refusal', async () => {
-    const counted: OpRecord[] = [];
-    const count = (rec: OpRecord) => {
-      counted.push(rec);
-      return rec;
+  test('runRecorded counts a record or a failure, and nothing for a refusal', async () => {
+    const counted: string[] = [];
+    const tally = {
+      done: (rec: OpRecord) => {
+        counted.push(`done ${rec.bytes}`);
+        return rec;
+      },
+      failed: () => counted.push('failed'),
     };
-    const record = (r: number | undefined, failed: boolean) => ({ route: 'posix-host', bytes: r ?? 0, tasks: 0, busyNs: 0, ioNs: 0, waitNs: 0, failed, direct: false }) as OpRecord;
+    const record = (r: number) => recordOf({ kind: 'pool-host' }, 'posix-host', undefined, { bytes: r, tasks: 1, peakTasks: 1, routeShare: { tasks: 1, bytes: r, busyNs: 0, ioNs: 0, waitNs: 0 } }, false, []);
     const ok = standIn<number>();
     ok.resolve(7);
-    assert.equal((await runRecorded(() => ok.op, undefined, undefined, record, count)).bytes, 7);
+    assert.equal((await runRecorded(() => ok.op, undefined, undefined, record, tally)).bytes, 7);
     const bad = standIn<number>();
     bad.reject(failure);
-    await assert.rejects(runRecorded(() => bad.op, undefined, '/f', record, count), { code: 'EIO' });
+    await assert.rejects(runRecorded(() => bad.op, undefined, '/f', record, tally), { code: 'EIO' });
     await assert.rejects(runRecorded(() => {
       throw { kind: 'misuse', code: 'ERR_PENSTOCK_INVALID_ARGUMENT', message: 'bad spec' };
-    }, undefined, undefined, record, count), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT' });
-    assert.deepEqual(counted.map((r) => r.failed), [false, true]);
+    }, undefined, undefined, record, tally), { code: 'ERR_PENSTOCK_INVALID_ARGUMENT' });
+    assert.deepEqual(counted, ['done 7', 'failed']);
   });
 
   test('an inline read is counted at once and reports its progress after the call returns', async () => {
     const seen: string[] = [];
-    const rec = { route: 'posix-host', bytes: 9, tasks: 1, busyNs: 0, ioNs: 0, waitNs: 0, failed: false, direct: false } as OpRecord;
+    const rec = recordOf({ kind: 'inline-host' }, 'posix-host', undefined, { bytes: 9, tasks: 1, peakTasks: 1, routeShare: { tasks: 1, bytes: 9, busyNs: 0, ioNs: 0, waitNs: 0 } }, false, []);
     const p = settleInline(rec, (r) => {
       seen.push('counted');
       return r;

@@ -10,7 +10,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { afterEach, describe, test } from 'node:test';
 const p = await import('../src/index.js');
-const { DeviceBuffer, PinnedBuffer, configure, getConfig, open, readFileToHost, writeFile, pageCacheResidency, dropPageCache } = p;
+const { DeviceBuffer, PinnedBuffer, configure, getConfig, open, readFileToHost, writeFile } = p;
+const { pageCacheResidency, dropPageCache } = await import('../src/measure.js');
 
 const initial = getConfig();
 // Every test starts from the same settings, whether the one before it passed or threw.

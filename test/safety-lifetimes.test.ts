@@ -13,7 +13,8 @@ import { afterEach, describe, test } from 'node:test';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 const p = await import('../src/index.js');
-const { DeviceBuffer, PinnedBuffer, configure, getConfig, open, runtimeInfo } = p;
+const { DeviceBuffer, PinnedBuffer, configure, getConfig, open } = p;
+const { runtimeInfo } = await import('../src/doctor.js');
 
 const initial = getConfig();
 // Every test starts from the same settings, whether the one before it passed or threw.

@@ -73,6 +73,7 @@ test('when the file system refuses O_DIRECT mid-transfer, the record says buffer
   const r = scenario('direct-refused', file, [], { LD_PRELOAD: preload });
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(r.json, {
-    readBytes: 8 << 20, readDirect: false, same: true, writeBytes: 8 << 20, writeDirect: false, route: 'DIRECT_IO_REFUSED',
+    readBytes: 8 << 20, readDirect: false, readFallbacks: ['DIRECT_IO_REFUSED'], same: true,
+    writeBytes: 8 << 20, writeDirect: false, writeFallbacks: ['DIRECT_IO_REFUSED'], route: 'DIRECT_IO_REFUSED',
   });
 });

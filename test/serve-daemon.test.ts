@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { repoRoot, tmpDir, useFakeDriver } from './helpers.js';
+import type { ServeClient } from '../src/index.js';
 import { RangeServer } from './remote-range-server.js';
 import { checkpoint, fakeEnv, sha, sizedCheckpoint, startDaemon, until, type Daemon } from './serve-kit.js';
 
@@ -19,7 +20,7 @@ useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '1' });
 const p = await import('../src/index.js');
 
 type Stats = { loads: number; hits: number; acquires: number; evictions: number; leases: number; residentBytes: number; loadFailures: number; exports: number; devices: { free: number }[] };
-const statsOf = async (c: InstanceType<typeof p.ServeClient>) => (await c.stats()) as unknown as Stats;
+const statsOf = async (c: ServeClient) => (await c.stats()) as unknown as Stats;
 
 describe('one daemon, clients here and in other processes', () => {
   let d: Daemon;

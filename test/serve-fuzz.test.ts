@@ -9,6 +9,7 @@ import net from 'node:net';
 import { after, before, test } from 'node:test';
 import { useFakeDriver } from './helpers.js';
 import { checkpoint, startDaemon, until, type Daemon } from './serve-kit.js';
+import type { ServeClient } from '../src/index.js';
 
 useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '1' });
 const p = await import('../src/index.js');
@@ -59,7 +60,7 @@ class Raw {
 }
 
 let d: Daemon;
-let c: InstanceType<typeof p.ServeClient>;
+let c: ServeClient;
 let baseline: number;
 const model = checkpoint('fuzz', [{ name: 'w', dtype: 'F32', shape: [128, 32] }]);
 const stats = async () => (await c.stats()) as { connections: number; leases: number; residentBytes: number; devices: { free: number }[] };

@@ -4,7 +4,9 @@ useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '3' });
 
 import assert from 'node:assert/strict';
 import { afterEach, test } from 'node:test';
-const { loadShards, DeviceBuffer, configure, getConfig, stats, resetStats } = await import('../src/index.js');
+const { DeviceBuffer, configure, getConfig } = await import('../src/index.js');
+const { loadShards } = await import('../src/batch.js');
+const { stats, resetStats } = await import('../src/measure.js');
 
 const initial = getConfig();
 afterEach(() => configure(initial));

@@ -8,7 +8,7 @@ import { after, describe, test } from 'node:test';
 import { configure, getConfig, open } from '../src/index.js';
 import { defaults } from '../src/settings/config.js';
 import {
-  DEVICE_SCRATCH_MAX, DEVICE_TASK_FLOOR, GATHER_COPY, GATHER_MIN, GATHER_STAGE, GATHER_STREAMS, GATHER_TASK, planDeviceRead, planGather, deviceReadTaskSize, deviceStageScratch, DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
+  DEVICE_SCRATCH_MAX, DEVICE_TASK_FLOOR, GATHER_COPY, GATHER_MIN, GATHER_STAGE, GATHER_TASK, planDeviceRead, planGather, deviceReadTaskSize, deviceStageScratch, DIRECT_PIECE, HOST_STAGE_MIN, HOST_STAGE_PIECE, planWrite, poolSpinners, STAGE_PIECE_MIN, stagePiece, TASK_FLOOR,
   taskSizeFor, hostStagePiece, inlineDeviceSplit, INLINE_DEVICE_PIECE, INLINE_HELPED_PIECE, INLINE_MAX_HELPERS,
 } from '../src/plan/transfer-plan.js';
 import { makeFile } from './helpers.js';
@@ -81,9 +81,8 @@ describe('task sizes', () => {
 
   test('reads into the GPU from GATHER_MIN to GATHER_STAGE are gathered in small tasks; not writes, O_DIRECT or larger reads', () => {
     const g = planGather(16 * MiB, false, false);
-    assert.deepEqual(g, { taskSize: GATHER_TASK, gatherCopy: GATHER_COPY, gatherStreams: GATHER_STREAMS });
+    assert.deepEqual(g, { taskSize: GATHER_TASK, gatherCopy: GATHER_COPY });
     assert.ok(GATHER_TASK % 4096 === 0 && GATHER_TASK < GATHER_MIN, 'a gathered read is several tasks');
-    assert.ok(GATHER_STREAMS >= 1 && GATHER_STREAMS <= 8, 'the stage has 8 streams');
     assert.ok(GATHER_STAGE <= DEVICE_SCRATCH_MAX, 'only reads through scratch are gathered');
     assert.ok(planGather(GATHER_MIN, false, false));
     assert.ok(planGather(GATHER_STAGE, false, false));
@@ -92,7 +91,7 @@ describe('task sizes', () => {
     assert.equal(planGather(16 * MiB, true, false), undefined, 'O_DIRECT');
     assert.equal(planGather(16 * MiB, false, true), undefined, 'writes');
     assert.deepEqual(planDeviceRead(s(16), 16 * MiB, false, false), g);
-    assert.deepEqual(planDeviceRead(s(16), 16 * MiB, false, true), { taskSize: deviceReadTaskSize(s(16), 16 * MiB), gatherCopy: 0, gatherStreams: 0 }, 'not beside a mapped share');
+    assert.deepEqual(planDeviceRead(s(16), 16 * MiB, false, true), { taskSize: deviceReadTaskSize(s(16), 16 * MiB), gatherCopy: 0 }, 'not beside a mapped share');
     assert.equal(planDeviceRead(s(16), 256 * MiB, false, false).gatherCopy, 0);
   });
 
@@ -144,7 +143,7 @@ describe('small reads on the calling thread', () => {
     await using f = await open(file);
     const target = Buffer.alloc(4096 + 2, 0xee);
     const rec = await f.readRecorded(target, { fileOffset: 12345, targetOffset: 1, size: 4096 });
-    assert.equal(rec.inline, true);
+    assert.deepEqual([rec.way, rec.fallbacks, rec.direct], [{ kind: 'inline-host' }, [], false]);
     assert.equal(rec.route, 'posix-host');
     assert.equal(rec.bytes, 4096);
     assert.ok(target.subarray(1, 4097).equals(data.subarray(12345, 12345 + 4096)));
@@ -158,7 +157,7 @@ describe('small reads on the calling thread', () => {
     const { file, data } = makeFile(64 * KiB);
     await using f = await open(file);
     const sab = new SharedArrayBuffer(8192);
-    assert.equal((await f.readRecorded(sab, { fileOffset: 100, size: 8192 })).inline, true);
+    assert.equal((await f.readRecorded(sab, { fileOffset: 100, size: 8192 })).way.kind, 'inline-host');
     assert.ok(Buffer.from(sab).equals(data.subarray(100, 8292)));
     const wide = new Float64Array(new ArrayBuffer(16 * 1024), 8, 1024);
     assert.equal(await f.read(wide, { fileOffset: 5 }), 8192);
@@ -173,7 +172,7 @@ describe('small reads on the calling thread', () => {
     await using f = await open(file);
     const target = Buffer.alloc(4096, 0xee);
     const rec = await f.readRecorded(target, { fileOffset: 4000 });
-    assert.notEqual(rec.inline, true);
+    assert.equal(rec.way.kind, 'pool-host');
     assert.equal(rec.bytes, 1000);
     assert.ok(target.subarray(0, 1000).equals(data.subarray(4000)));
     assert.ok(target.subarray(1000).every((b) => b === 0xee), 'past end of file untouched');
@@ -184,16 +183,16 @@ describe('small reads on the calling thread', () => {
     await using f = await open(file);
     const limit = 64 * KiB;
     const atLimit = Buffer.alloc(limit);
-    assert.equal((await f.readRecorded(atLimit)).inline, true, 'the default limit covers 64 KiB');
+    assert.equal((await f.readRecorded(atLimit)).way.kind, 'inline-host', 'the default limit covers 64 KiB');
     configure({ inlineReadMax: limit });
     const big = Buffer.alloc(limit + 4096);
     try {
       const rec = await f.readRecorded(big);
-      assert.notEqual(rec.inline, true);
+      assert.equal(rec.way.kind, 'pool-host');
       assert.ok(big.equals(data.subarray(0, big.length)));
-      assert.equal((await f.readRecorded(atLimit)).inline, true, 'the limit itself is inline');
+      assert.equal((await f.readRecorded(atLimit)).way.kind, 'inline-host', 'the limit itself is inline');
       configure({ inlineReadMax: 0 });
-      assert.notEqual((await f.readRecorded(atLimit)).inline, true, '0: never inline');
+      assert.equal((await f.readRecorded(atLimit)).way.kind, 'pool-host', '0: never inline');
       assert.ok(atLimit.equals(data.subarray(0, limit)));
     } finally {
       configure({ inlineReadMax: initial.inlineReadMax });
@@ -201,7 +200,7 @@ describe('small reads on the calling thread', () => {
     configure({ directIoRead: true });
     try {
       const small = Buffer.alloc(4096);
-      assert.notEqual((await f.readRecorded(small, { fileOffset: 8192 })).inline, true);
+      assert.equal((await f.readRecorded(small, { fileOffset: 8192 })).way.kind, 'pool-host');
       assert.ok(small.equals(data.subarray(8192, 12288)));
     } finally {
       configure({ directIoRead: initial.directIoRead });
@@ -214,7 +213,7 @@ describe('small reads on the calling thread', () => {
     const seen: number[] = [];
     const p = f.readRecorded(Buffer.alloc(4096), { onProgress: (n) => seen.push(n) });
     assert.deepEqual(seen, []);
-    assert.equal((await p).inline, true);
+    assert.equal((await p).way.kind, 'inline-host');
     assert.deepEqual(seen, [4096]);
   });
 });

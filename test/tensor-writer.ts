@@ -7,7 +7,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { writeSafetensorsFile, writeShards, type SafetensorsLayout, type TensorToWrite } from '../bench/tensor-checkpoints.js';
-import { byteLengthOf } from '../src/index.js';
+import { byteLengthOf } from '../src/formats.js';
 
 /** A tensor to write; without `data`, {@link tensorBytes} of its name. */
 export type TensorSpec = TensorToWrite;

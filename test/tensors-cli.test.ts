@@ -2,15 +2,19 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { assertVerified, loadTensors, verifyTensorSet } from '../src/index.js';
+import { cufileNoDirectPath } from '../src/vocabulary/reasons.js';
 import { fakeDriverDir, fakeSystemRoot, repoRoot, tmpDir } from './helpers.js';
 import { writeRawSafetensors, writeSafetensors, writeSharded } from './tensor-writer.js';
 
 const cli = path.join(repoRoot, 'dist/src/cli/main.js');
 const noGpu = { PENSTOCK_CUDA_LIBRARY: '/nonexistent/libcuda.so.1' };
-const fakeGpu = { PENSTOCK_SYSTEM_ROOT: fakeSystemRoot({ nvidiaFs: true }), PENSTOCK_CUDA_LIBRARY: path.join(fakeDriverDir, 'libcuda.so.1'), PENSTOCK_CUFILE_LIBRARY: path.join(fakeDriverDir, 'libcufile.so.0'), FAKE_CUFILE_REGISTER_ERROR: '5027' };
+// A machine without nvidia-fs or P2PDMA: cuFile's driver is never opened, so the route's reason
+// does not depend on whether a background open finished before the load started.
+const fakeGpu = { PENSTOCK_SYSTEM_ROOT: fakeSystemRoot({ nvidiaFs: false }), PENSTOCK_CUDA_LIBRARY: path.join(fakeDriverDir, 'libcuda.so.1'), PENSTOCK_CUFILE_LIBRARY: path.join(fakeDriverDir, 'libcufile.so.0') };
 const run = (env: Record<string, string>, ...args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', env: { ...process.env, ...env } });
 let n = 0;
 const specs = [
@@ -63,15 +67,18 @@ describe('penstock load', () => {
     }
   });
 
-  test('into the (fake) GPU: the staged route and why, in words', () => {
+  test('into the (fake) GPU on a machine without a direct path: the staged route and why, in words; cuFile never opened', () => {
     const f = path.join(tmpDir(), `ld-${++n}.safetensors`);
-    // Above the 16 KiB gdsThreshold, so that cuFile is asked (and refuses).
+    // Above the 16 KiB gdsThreshold, so that cuFile would be asked.
     writeSafetensors(f, [...specs, { name: 'lm_head', dtype: 'BF16', shape: [128, 128] }]);
-    const r = run(fakeGpu, 'load', f, '--device', '0', '--verify');
+    const opens = path.join(fs.mkdtempSync(path.join(tmpDir(), 'opens-')), 'opens.log');
+    const r = run({ ...fakeGpu, FAKE_CUFILE_OPEN_LOG: opens }, 'load', f, '--device', '0', '--verify');
     assert.equal(r.status, 0, r.stderr);
+    assert.equal(fs.existsSync(opens), false, "cuFile's driver was opened");
     assert.match(r.stdout, /^Loaded 4 tensors, 34112 bytes from 1 file\(s\) into GPU 0$/m);
     assert.match(r.stdout, /^Routes: posix-device \(1 ops, 34112 bytes\)$/m);
-    assert.match(r.stdout, /^Why not GPUDirect Storage .*\[(CUFILE_HANDLE_REFUSED|CUFILE_NO_DIRECT_PATH)\]/m);
+    const why = cufileNoDirectPath({ path: '/etc/cufile.json', found: false });
+    assert.ok(r.stdout.split('\n').includes(`Why not GPUDirect Storage (${f}): [${why.code}] ${why.message}`), r.stdout);
     assert.match(r.stdout, /^Verified: all 4 tensors match their files/m);
     assert.match(r.stdout, /^Seconds: [\d.]+ {2}Throughput: [\d.]+ GB\/s$/m);
   });

@@ -39,7 +39,7 @@ describe('into GPU memory (fake driver)', () => {
     assert.equal(set.files.length, 3);
     for (const f of set.files) {
       assert.equal(f.operations, 1);
-      assert.equal(f.fallback, undefined);
+      assert.deepEqual(f.fallbacks, []);
       assert.deepEqual(Object.keys(f.routes), ['gds']);
       assert.equal(f.routes.gds!.bytes, f.bytes);
     }
@@ -59,7 +59,7 @@ describe('into GPU memory (fake driver)', () => {
     await withEnv({ FAKE_CUFILE_REGISTER_ERROR: '5027' }, async () => {
       using set = await loadTensors(f, { device: 0 });
       const rec = set.files[0]!;
-      assert.equal(rec.fallback?.code, 'CUFILE_HANDLE_REFUSED');
+      assert.deepEqual(rec.fallbacks.map((r) => r.code), ['CUFILE_HANDLE_REFUSED']);
       assert.ok(rec.routes['posix-device']);
       assert.equal(rec.routes['posix-device']!.bytes + (rec.routes['mapped-device']?.bytes ?? 0), rec.bytes);
       assert.ok(rec.ops >= 1);

@@ -8,7 +8,8 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { describeCheckpoint, closeCheckpoint, loadTensors, verifyTensorSet } from '../src/index.js';
+import { loadTensors, verifyTensorSet } from '../src/index.js';
+import { describeCheckpoint, closeCheckpoint } from '../src/formats.js';
 import { repoRoot, tmpDir } from './helpers.js';
 import { writeSafetensors, writeSharded, type TensorSpec } from './tensor-writer.js';
 

@@ -6,7 +6,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { DTYPES, DTYPE_BITS, loadTensors, open, planLoad, describeCheckpoint, closeCheckpoint, SLAB_ALIGNMENT, type Dtype, type TensorSet } from '../src/index.js';
+import { loadTensors, open, type Dtype, type TensorSet } from '../src/index.js';
+import { DTYPES, planLoad, describeCheckpoint, closeCheckpoint, SLAB_ALIGNMENT } from '../src/formats.js';
+import { DTYPE_BITS } from '../src/formats/dtypes.js';
 import { tmpDir } from './helpers.js';
 import { writeSafetensors, writeSharded, type TensorSpec } from './tensor-writer.js';
 

@@ -7,7 +7,8 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { loadTensors, parseNpyHeader } from '../src/index.js';
+import { loadTensors } from '../src/index.js';
+import { parseNpyHeader } from '../src/formats.js';
 import { tmpDir } from './helpers.js';
 import { tensorBytes, writeNpy } from './tensor-writer.js';
 

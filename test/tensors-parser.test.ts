@@ -7,7 +7,9 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { describeCheckpoint, loadTensors, open, parseSafetensorsHeader, TENSOR_ERROR_CODES, type TensorSource } from '../src/index.js';
+import { loadTensors, open, type Source } from '../src/index.js';
+import { describeCheckpoint, parseSafetensorsHeader } from '../src/formats.js';
+import { TENSOR_ERROR_CODES } from '../src/formats/errors.js';
 import { tmpDir } from './helpers.js';
 import { writeRawSafetensors, writeSafetensors } from './tensor-writer.js';
 
@@ -16,7 +18,7 @@ const file = (name = 'h') => path.join(tmpDir(), `${name}-${++n}.safetensors`);
 
 /** Opens files through a wrapper that records every read, to show no data was read. */
 function recordingOpener(reads: { offset: number; size: number }[]) {
-  return async (p: string): Promise<TensorSource> => {
+  return async (p: string): Promise<Source> => {
     const f = await open(p, 'r');
     return {
       path: f.path,

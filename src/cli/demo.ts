@@ -12,6 +12,7 @@ import { loadTensors, type LoadTensorsOptions } from '../tensors/loader.js';
 import { verifyTensorSet } from '../tensors/verify.js';
 import { PenstockError } from '../vocabulary/errors.js';
 import { terminalText } from '../vocabulary/terminal-text.js';
+import { isRouteReason } from '../vocabulary/reasons.js';
 import { ArgError, parseSizeArg, parseTarget } from './kit/args.js';
 import type { ParsedLine } from './kit/command.js';
 import { ProgressBar } from './kit/progress.js';
@@ -76,7 +77,7 @@ export async function runDemo({ values }: ParsedLine): Promise<number> {
     const routes = Object.entries(loaded.routeTotals()).map(([r, c]) => `${r} (${c.ops} ops, ${c.bytes} bytes)`);
     out(`Loaded: ${loaded.size} tensors, ${loaded.bytes} bytes in ${secs(loadMs)} (${(loaded.bytes / (loadMs / 1e3) / 1e9).toFixed(2)} GB/s)`);
     out(`Route: ${routes.join(', ') || 'none'}`);
-    const fallback = loaded.files.find((f) => f.fallback)?.fallback;
+    const fallback = loaded.files.flatMap((f) => f.fallbacks).find(isRouteReason);
     if (fallback) out(`Why not GPUDirect Storage: [${fallback.code}] ${terminalText(fallback.message)}`);
     else if (!gpu) out('Why not GPUDirect Storage: the target is host memory (the direct path reads into GPU memory only)');
     // The frame a program pays: from process start to tensors in memory, without the time the demo

@@ -7,6 +7,7 @@
 import { loadTensors, type LoadTensorsOptions } from '../tensors/loader.js';
 import { verifyTensorSet, type TensorCheck } from '../tensors/verify.js';
 import { terminalJson, terminalText } from '../vocabulary/terminal-text.js';
+import { isRouteReason } from '../vocabulary/reasons.js';
 import { ArgError, parseTarget } from './kit/args.js';
 import type { ParsedLine } from './kit/command.js';
 import { ProgressBar } from './kit/progress.js';
@@ -65,7 +66,7 @@ export async function runLoadCli({ values, positionals }: ParsedLine): Promise<n
   if (values.verify) checks = await verifyTensorSet(loaded, opts.openSource ? { openSource: opts.openSource } : {});
   const mismatches = checks?.filter((c) => !c.match) ?? [];
   const routes = loaded.routeTotals();
-  const fallbacks = loaded.files.filter((f) => f.fallback).map((f) => ({ path: f.path, ...f.fallback! }));
+  const fallbacks = loaded.files.flatMap((f) => f.fallbacks.map((r) => ({ path: f.path, ...r })));
   const gbps = loaded.seconds > 0 ? loaded.bytes / loaded.seconds / 1e9 : 0;
   const place = loaded.place.kind === 'device' ? `GPU ${loaded.place.device}` : loaded.place.pinned ? 'pinned host memory' : 'host memory';
   if (values.json) {
@@ -92,7 +93,8 @@ export async function runLoadCli({ values, positionals }: ParsedLine): Promise<n
     out.push(`Seconds: ${loaded.seconds.toFixed(4)}  Throughput: ${gbps.toFixed(2)} GB/s`);
     const r = Object.entries(routes).map(([k, c]) => `${k} (${c.ops} ops, ${c.bytes} bytes)`);
     out.push(`Routes: ${r.length ? r.join(', ') : 'none (nothing to read)'}`);
-    for (const f of fallbacks) out.push(`Why not GPUDirect Storage (${terminalText(f.path)}): [${f.code}] ${terminalText(f.message)}`);
+    for (const f of fallbacks)
+      out.push(`${isRouteReason(f) ? 'Why not GPUDirect Storage' : 'Fell back'} (${terminalText(f.path)}): [${f.code}] ${terminalText(f.message)}`);
     if (checks)
       out.push(
         mismatches.length === 0

@@ -38,7 +38,7 @@ export function ioUringCheck(root: SysRoot, release: string | undefined): Check 
     return {
       id: 'platform.io_uring', status: 'info', title,
       summary: `a seccomp filter is in force on this process; if it refuses io_uring_setup (container runtimes' default profiles often do), ${byPread}`,
-      fix: 'A batch record says whether its reads went through io_uring (ringReads, ringFallback). To allow it, let io_uring_setup and io_uring_enter through the seccomp profile.',
+      fix: 'A batch record says whether its reads went through io_uring (ringReads, and IO_URING_UNAVAILABLE among its fallbacks). To allow it, let io_uring_setup and io_uring_enter through the seccomp profile.',
       data,
     };
   return { id: 'platform.io_uring', status: 'pass', title, summary: `allowed (kernel ${release ?? 'version unknown'}${disabled === undefined ? '' : `, kernel.io_uring_disabled = ${disabled}`})`, data };

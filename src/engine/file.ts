@@ -4,26 +4,22 @@
  */
 import fs from 'node:fs';
 import { promisify } from 'node:util';
-import { native, type NativeOpSpec, type NativeOpResult } from '../addon/binding.js';
 import type { CompatMode } from '../settings/config.js';
 import { DeviceBuffer } from '../memory/device-buffer.js';
-import { AbortError, fromNative, systemError, usage } from '../vocabulary/errors.js';
+import { AbortError, usage } from '../vocabulary/errors.js';
 import { hostRegion, type HostMemory } from '../memory/host-memory.js';
 import { Lifetime } from '../memory/lifetime.js';
-import { progressOf, transferOptions, type TransferOptions, type ReadOptions, type WriteOptions, type ValidOptions } from './transfer-options.js';
+import { transferOptions, type TransferOptions, type ReadOptions, type WriteOptions, type ValidOptions } from './transfer-options.js';
 import { FileRouting, type FileRoute } from './routing.js';
-import { currentSettings, cudaStatus, ensurePool } from '../addon/runtime.js';
+import { currentSettings } from '../addon/runtime.js';
 import { anyDevicePrepared, prepareDevice } from '../addon/gpu-preparation.js';
-import { cufileEvidence } from '../addon/cufile-driver.js';
-import { classifyCuFile, globalStats, recordOf, StatsBook, type OpRecord, type Route, type StatsSnapshot } from './stats.js';
-import { readCached, readCachedToDevice } from './inline-read.js';
+import { globalStats, StatsBook, type Booking, type StatsSnapshot } from './stats.js';
+import { bookingOf, type OpRecord } from './op-record.js';
 import { KeptFile } from './kept-pages.js';
-import { readKept } from './kept-read.js';
-import { runRecorded, settleInline } from './runner.js';
-import { directIoRefusedPieces, directIoUnavailable, mappedRefused, type Reason } from '../vocabulary/reasons.js';
-import { cufileSpec, hostSpec, stagedSpec, type SpecBase } from './op-spec.js';
-import { planRead, readsInline, readsInlineToDevice } from '../plan/transfer-plan.js';
-import { readFactsOf, residencyOf } from './read-facts.js';
+import { directIoUnavailable } from '../vocabulary/reasons.js';
+import { planTransfer, usesDirect, type TransferRequest } from '../plan/transfer-way.js';
+import { transferFactsOf, type FileTransferState } from './transfer-facts.js';
+import { isFinal, runHandingBack, runOnPool, type TransferJob, type TransferTarget } from './transfer-run.js';
 import { checkLength, checkRange, describe } from '../vocabulary/validate.js';
 import { checkOptionKeys } from '../settings/option-keys.js';
 import { openRegularFile } from './open-regular.js';
@@ -95,11 +91,9 @@ export class PenstockFile {
   /** The flags it was opened with. */
   readonly flags: OpenFlags;
   #fd: number;
-  #directFd: number | undefined;
   #resources: FileResources;
-  #directRefused: Reason | undefined;
-  #mappedRefused: Reason | undefined;
-  #inlineUnsupported = false;
+  // What this file's transfers have learnt (transfer-facts.ts), read by each plan.
+  #state: FileTransferState = { inlineUnsupported: false };
   #routing: FileRouting;
   #kept = new KeptFile();
   #stats = new StatsBook();
@@ -134,8 +128,8 @@ export class PenstockFile {
     const r: FileRoute = this.#routing.route;
     return {
       ...r,
-      ...(this.#directRefused ? { directIo: { ...this.#directRefused } } : {}),
-      ...(this.#mappedRefused ? { mapped: { ...this.#mappedRefused } } : {}),
+      ...(this.#state.directRefused ? { directIo: { ...this.#state.directRefused } } : {}),
+      ...(this.#state.mappedRefused ? { mapped: { ...this.#state.mappedRefused } } : {}),
       ...(this.#kept.refused ? { keptPages: { ...this.#kept.refused } } : {}),
     };
   }
@@ -211,8 +205,8 @@ export class PenstockFile {
     this.#routing.release();
     this.#kept.release();
     fileCollector.unregister(this);
-    const fds = [this.#fd, this.#directFd].filter((x): x is number => x !== undefined && x >= 0);
-    this.#directFd = undefined;
+    const fds = [this.#fd, this.#state.directFd].filter((x): x is number => x !== undefined && x >= 0);
+    this.#state.directFd = undefined;
     await Promise.all(fds.map((fd) => closeAsync(fd)));
   }
 
@@ -231,125 +225,57 @@ export class PenstockFile {
     if (!write && !mode.read) throw usage('ERR_PENSTOCK_NOT_READABLE', `The file ${this.path} was opened '${this.flags}' (write-only)`);
     const { fileOffset, memOffset, signal, onProgress } = options;
     if (signal?.aborted) throw new AbortError(undefined, { cause: signal.reason });
-    const s = currentSettings();
-    // Decided once the size is known to be valid.
-    const plan = (size: number, intoDevice: boolean) => {
-      if (write) return { direct: s.directIoWrite };
-      const p = planRead(s, readFactsOf(this.#fd, fileOffset, size), fileOffset, size, intoDevice, this.#mappedRefused !== undefined || (intoDevice && cudaStatus().hostRegister !== true));
-      if (p.cold) this.#routing.noteColdReads(p.cold);
-      return p;
-    };
-    const base: SpecBase = { write, fd: this.#fd, fileOffset, maxRunners: 0, writePiece: 0 };
-
+    const settings = currentSettings();
+    let target: TransferTarget;
+    let size: number;
     if (memory instanceof DeviceBuffer) {
       memory.assertLive();
-      const size = options.size ?? Math.max(0, memory.byteLength - memOffset);
+      size = options.size ?? Math.max(0, memory.byteLength - memOffset);
       checkLength(size, 'size');
       checkRange(memOffset, size, memory.byteLength, 'DeviceBuffer');
-      const device = memory.device;
       // Buffers that did not allocate (imported ones) meet the GPU's staging resources here.
-      prepareDevice(device, size);
-      let route: Route = 'posix-device';
-      let cufile = false;
-      if (this.#routing.route.compatMode === 'off' || size >= s.gdsThreshold) {
-        cufile = this.#routing.decide(this.#fd).device === 'cufile';
+      prepareDevice(memory.device, size);
+      target = { kind: 'device', buffer: memory, memOffset };
+    } else {
+      const host = hostRegion(memory, write ? 'source' : 'target');
+      size = options.size ?? Math.max(0, host.length - memOffset);
+      checkLength(size, 'size');
+      checkRange(memOffset, size, host.length, write ? 'source buffer' : 'target buffer');
+      target = { kind: 'host', host, memOffset };
+    }
+    const request: TransferRequest = { op: write ? 'write' : 'read', memory: target.kind, size, fileOffset };
+    const facts = transferFactsOf(request, { settings, fd: this.#fd, routing: this.#routing, kept: this.#kept, state: this.#state });
+    const job: TransferJob = {
+      settings, path: this.path, fd: this.#fd, write, size, fileOffset, target, signal, onProgress, state: this.#state, kept: this.#kept,
+      cufileHandle: () => this.#routing.cufileHandle!, book: (b) => this.#book(b), count: (rec) => {
+        this.#book(bookingOf(rec));
+        return rec;
+      },
+    };
+    // Each pass either runs the way planned, or learns a fact the plan asked for (the O_DIRECT
+    // descriptor), or what a way handed back; each of those is learnt at most once.
+    for (;;) {
+      const plan = planTransfer(request, facts);
+      const { way } = plan;
+      if (usesDirect(way) && this.#state.directFd === undefined) {
+        await this.#direct();
+        continue;
       }
-      let spec: NativeOpSpec;
-      // Set when kept pages were to carry this read and it went the usual way instead.
-      let keptFallback: Reason | undefined;
-      if (cufile) {
-        spec = cufileSpec(s, base, size, memory.ptr, memOffset, device, this.#routing.cufileHandle!);
-      } else {
-        const kept = write || s.directIoRead === true || cudaStatus().hostRegister !== true ? undefined : this.#kept.plan(s, fileOffset, size, () => residencyOf(this.#fd, fileOffset, size));
-        if (kept && !('id' in kept)) keptFallback = kept;
-        else if (kept) {
-          const target = { fd: this.#fd, fileOffset, size, device, devicePtr: memory.ptr + BigInt(memOffset), onProgress: onProgress && progressOf(onProgress), signal };
-          const got = await memory.withBusy(() => readKept(s, this.#kept, kept, target, (rec) => this.#count(rec)));
-          if ('route' in got) return got;
-          keptFallback = got;
-        }
-        const noted = (p: Promise<OpRecord>) => (keptFallback ? p.then((rec) => Object.assign(rec, { keptFallback })) : p);
-        if (!write && !this.#inlineUnsupported && readsInlineToDevice(s, size, () => native().inflight())) {
-          let r: ReturnType<typeof readCachedToDevice>;
-          try {
-            r = readCachedToDevice(this.#fd, device, memory.ptr + BigInt(memOffset), size, fileOffset);
-          } catch (err) {
-            this.#count(recordOf('posix-device', device, undefined, true, false));
-            throw fromNative(err, this.path);
-          }
-          if (r === 'unsupported') this.#inlineUnsupported = true;
-          else if (r !== 'pool') return noted(this.#inlineDone('posix-device', device, r.bytes, r.ns, onProgress, r.helped));
-        }
-        const p = plan(size, true);
-        const directFd = p.direct ? await this.#direct() : -1;
-        spec = stagedSpec(s, base, size, memory.ptr + BigInt(memOffset), device, directFd, p.mapped);
+      if (!isFinal(way)) {
+        const out = await runHandingBack(plan, job);
+        if ('way' in out) return out;
+        request.handedBack = { ...request.handedBack, ...out };
+        continue;
       }
-      if (onProgress) spec.progress = progressOf(onProgress);
-      ensurePool();
-      const before = cufile ? cufileEvidence(write) : null;
-      // The buffer may have been freed while the O_DIRECT descriptor opened: withBusy checks.
-      return memory.withBusy(() =>
-        this.#run(spec, signal, (r, failed) => {
-          if (cufile) route = classifyCuFile(before, cufileEvidence(write));
-          const rec = this.#record(route, device, r, failed, spec.directFd >= 0);
-          if (keptFallback) rec.keptFallback = keptFallback;
-          return rec;
-        }),
-      );
+      if (way.kind !== 'cufile' && way.cold) this.#routing.noteColdReads(way.cold);
+      return runOnPool(way, plan.fallbacks, job);
     }
-
-    const host = hostRegion(memory, write ? 'source' : 'target');
-    const size = options.size ?? Math.max(0, host.length - memOffset);
-    checkLength(size, 'size');
-    checkRange(memOffset, size, host.length, write ? 'source buffer' : 'target buffer');
-    if (!write && !this.#inlineUnsupported && readsInline(s, size)) {
-      const r = readCached(this.#fd, host, memOffset, size, fileOffset);
-      if (r === 'unsupported') this.#inlineUnsupported = true;
-      else if (r !== 'pool') return this.#inlineDone('posix-host', undefined, r.bytes, r.ns, onProgress);
-    }
-    const directFd = plan(size, false).direct ? await this.#direct() : -1;
-    ensurePool();
-    const spec: NativeOpSpec = hostSpec(s, base, size, host.view, host.offset + memOffset, directFd);
-    if (onProgress) spec.progress = progressOf(onProgress);
-    const run = () => this.#run(spec, signal, (r, failed) => this.#record('posix-host', undefined, r, failed, spec.directFd >= 0));
-    return host.pinned ? host.pinned.use(run) : run();
   }
 
-  /** Counts an operation's record in this file's stats and the process's; returns it. */
-  #count(rec: OpRecord): OpRecord {
-    this.#stats.record(rec);
-    globalStats.record(rec);
-    return rec;
-  }
-
-  /** Records a read done on the calling thread (inline-read.ts) and settles it as the pool would. */
-  #inlineDone(route: 'posix-host' | 'posix-device', device: number | undefined, bytes: number, ns: number, onProgress: ((n: number) => void) | undefined, helped?: number): Promise<OpRecord> {
-    const rec = recordOf(route, device, { bytes, tasks: 1, peakTasks: 1, routeShare: { tasks: 1, bytes, busyNs: ns, ioNs: ns, waitNs: 0 } }, false, false);
-    rec.inline = true;
-    if (helped !== undefined) rec.helpedPieces = helped;
-    return settleInline(rec, (r) => this.#count(r), onProgress);
-  }
-
-  /** Runs `spec` on the pool (runner.ts), its record made by `record` and counted here. */
-  #run(spec: NativeOpSpec, signal: AbortSignal | undefined, record: (r: NativeOpResult | undefined, failed: boolean) => OpRecord): Promise<OpRecord> {
-    return runRecorded(() => native().submit(spec), signal, this.path, record, (rec) => this.#count(rec));
-  }
-
-  /**
-   * The record of one operation. A mapped share that could not go ahead is remembered, so later
-   * reads of this file do not try again, and shows in `route.mapped`.
-   */
-  #record(route: Route, device: number | undefined, r: NativeOpResult | undefined, failed: boolean, direct: boolean): OpRecord {
-    // Pieces that the file system refused through O_DIRECT went through the page cache.
-    const fellBack = r?.directFallback;
-    const rec = recordOf(route, device, r, failed, direct && !fellBack);
-    if (fellBack) {
-      const why = fromNative(fellBack.record);
-      this.#directRefused ??= directIoRefusedPieces(fellBack.pieces, (why as { code?: string }).code ?? 'error');
-    }
-    const e = r?.mapped?.error;
-    if (e) rec.mappedFallback = this.#mappedRefused ??= mappedRefused(e.code ?? 'ERROR', e.message);
-    return rec;
+  /** Counts an operation in this file's stats and the process's. */
+  #book(b: Booking): void {
+    this.#stats.record(b);
+    globalStats.record(b);
   }
 
   /**
@@ -379,8 +305,8 @@ export class PenstockFile {
       why = (err as NodeJS.ErrnoException).code ?? 'error';
       fd = -1;
     }
-    if (why !== undefined) this.#directRefused = directIoUnavailable(why);
-    this.#directFd = fd;
+    if (why !== undefined) this.#state.directRefused = directIoUnavailable(why);
+    this.#state.directFd = fd;
     if (fd >= 0) this.#resources.fds.push(fd);
     return fd;
   }

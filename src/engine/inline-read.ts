@@ -8,8 +8,7 @@
 import { performance } from 'node:perf_hooks';
 import { native } from '../addon/binding.js';
 import type { HostRegion } from '../memory/host-memory.js';
-import { inlineDeviceSplit } from '../plan/transfer-plan.js';
-import { poolSpinnerCount } from '../addon/runtime.js';
+import type { InlineDeviceSplit } from '../plan/transfer-way.js';
 
 /** The outcome of one attempt. */
 export type CachedRead =
@@ -35,12 +34,12 @@ const report = new Uint32Array(1);
 /**
  * Reads `size` bytes at `fileOffset` into GPU memory at `devicePtr` on the calling thread, if
  * the page cache has them all: through the device's inline staging in pieces, with the pool's
- * spinning workers helping to read them as {@link inlineDeviceSplit} plans, each finished run
- * of pieces copied while the rest are read, all of it waited for here.
+ * spinning workers helping to read them as `split` says (transfer-plan.ts `inlineDeviceSplit`),
+ * each finished run of pieces copied while the rest are read, all of it waited for here.
  */
-export function readCachedToDevice(fd: number, device: number, devicePtr: bigint, size: number, fileOffset: number): CachedRead {
+export function readCachedToDevice(fd: number, device: number, devicePtr: bigint, size: number, fileOffset: number, split: InlineDeviceSplit): CachedRead {
   const t0 = performance.now();
-  const { piece, helpers, scratch } = inlineDeviceSplit(size, poolSpinnerCount());
+  const { piece, helpers, scratch } = split;
   report[0] = 0;
   const r = outcome(native().readCachedToDevice(fd, device, devicePtr, size, fileOffset, piece, helpers, scratch, report), size, t0);
   if (typeof r === 'object' && helpers > 0) r.helped = report[0]!;

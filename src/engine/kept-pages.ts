@@ -9,6 +9,7 @@
 import { performance } from 'node:perf_hooks';
 import { native } from '../addon/binding.js';
 import type { Settings } from '../settings/config.js';
+import type { KeptPlan } from '../plan/transfer-way.js';
 import { keptPagesNotCached, keptPagesPastEnd, keptPagesRecent, keptPagesRefused, keptPagesStale, type Reason } from '../vocabulary/reasons.js';
 
 const KiB = 1024;
@@ -79,18 +80,6 @@ export function trimKeptPages(max: number): void {
     if (keptTotal <= max) return;
     if (e.ready) drop(e);
   }
-}
-
-/**
- * What a read of a range is to do: read kept span `id`, registering it first when `keep`; with
- * `issue`, its copy is queued on the calling thread and the pool only waits for it, so the
- * worker's wake-up (about 40 µs on an H200, docs/performance.md) overlaps the copy instead of
- * coming before it. A registering read cannot: registration is slow, and belongs on a worker.
- */
-export interface KeptPlan {
-  id: number;
-  keep: boolean;
-  issue: boolean;
 }
 
 /** The codes with which the addon refuses a kept read before any byte moves, and the reason each is. */

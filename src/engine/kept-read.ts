@@ -1,17 +1,17 @@
 /**
- * Reads of kept pages (kept-pages.ts decides which): on the calling thread when the read is small
- * and nothing else is in flight, else as one pool operation, which also registers a range the
- * first time. A read the addon refuses before moving a byte (the file changed, or its pages
- * could not be pinned) hands back the reason, and the caller reads the range the usual way.
+ * Reads of kept pages (kept-pages.ts decides which, the transfer plan where): on the calling
+ * thread, or as one pool operation, which also registers a range the first time. A read the addon
+ * refuses before moving a byte (the file changed, or its pages could not be pinned) hands the
+ * operation back with the reason, and the plan sends it the usual way.
  */
 import { performance } from 'node:perf_hooks';
 import { native } from '../addon/binding.js';
-import type { Settings } from '../settings/config.js';
 import { AbortError, fromNative } from '../vocabulary/errors.js';
-import { KEPT_SETTLE_NS, keptTaskSize, type KeptFile, type KeptPlan } from './kept-pages.js';
 import type { Reason } from '../vocabulary/reasons.js';
-import { recordOf, type OpRecord } from './stats.js';
-import { runJob, settleInline } from './runner.js';
+import type { HandedBack, KeptPlan } from '../plan/transfer-way.js';
+import { KEPT_SETTLE_NS, keptTaskSize, type KeptFile } from './kept-pages.js';
+import { callingThreadResult, recordOf, type OpRecord, type RunResult } from './op-record.js';
+import { runJob, settleInline, type Tally } from './runner.js';
 
 const EBUSY = 16;
 
@@ -24,30 +24,30 @@ export interface KeptRead {
   devicePtr: bigint;
   onProgress: ((bytes: number) => void) | undefined;
   signal: AbortSignal | undefined;
+  /** The fallbacks met before this read, for its record. */
+  fallbacks: Reason[];
 }
 
 /**
- * Reads by `plan`: the operation's record (route `mapped-device`), or the reason to read the
- * usual way. Throws the read's own errors, counting a failed record through `count` first.
+ * Reads by `plan`, on the calling thread or through the pool: the operation's record (route
+ * `mapped-device`), or what it hands back (the reason to read the usual way; the GPU's inline
+ * stream in use). Throws the read's own errors, its failure tallied first.
  */
-export async function readKept(s: Readonly<Settings>, file: KeptFile, plan: KeptPlan, r: KeptRead, count: (rec: OpRecord) => OpRecord): Promise<OpRecord | Reason> {
-  if (!plan.keep && r.size <= s.inlineReadMax && native().inflight() === 0) {
+export async function readKept(file: KeptFile, plan: KeptPlan, onCallingThread: boolean, r: KeptRead, tally: Tally): Promise<OpRecord | HandedBack> {
+  const record = (res: RunResult, here: boolean) =>
+    recordOf({ kind: 'kept', pages: plan.keep ? 'registered' : 'reused', onCallingThread: here }, 'mapped-device', r.device, res, false, r.fallbacks);
+  if (onCallingThread) {
     const t0 = performance.now();
     let got: number;
     try {
       got = native().readKept(plan.id, r.fd, r.fileOffset, r.size, r.device, r.devicePtr);
     } catch (err) {
-      return refused(file, plan, fromNative(err), r.device, count);
+      return refused(file, plan, fromNative(err), tally);
     }
-    if (got === r.size) {
-      const ns = Math.round((performance.now() - t0) * 1e6);
-      const rec = recordOf('mapped-device', r.device, { bytes: got, tasks: 1, peakTasks: 1, routeShare: { tasks: 1, bytes: got, busyNs: ns, ioNs: 0, waitNs: ns } }, false, false);
-      rec.inline = true;
-      rec.kept = 'reused';
-      return settleInline(rec, count, r.onProgress);
-    }
-    if (got !== -EBUSY) return refused(file, plan, new Error(`readKept gave ${got}`), r.device, count);
+    if (got === r.size) return settleInline(record(callingThreadResult(got, Math.round((performance.now() - t0) * 1e6), true), true), tally.done, r.onProgress);
     // Another thread holds the inline stream: the pool reads it.
+    if (got === -EBUSY) return { keptStreamBusy: true };
+    return refused(file, plan, new Error(`readKept gave ${got}`), tally);
   }
   const out = await runJob(
     () =>
@@ -61,21 +61,19 @@ export async function readKept(s: Readonly<Settings>, file: KeptFile, plan: Kept
     // An abort is the read's own end; anything else may be a reason to read the usual way.
     if (out.submitted && out.error instanceof AbortError) {
       file.failed(plan, out.error);
-      count(recordOf('mapped-device', r.device, undefined, true, false));
+      tally.failed();
       throw out.error;
     }
-    return refused(file, plan, out.error, r.device, count);
+    return refused(file, plan, out.error, tally);
   }
   file.succeeded(plan);
-  const rec = recordOf('mapped-device', r.device, out.results[0], false, false);
-  rec.kept = plan.keep ? 'registered' : 'reused';
-  return count(rec);
+  return tally.done(record(out.results[0]!, false));
 }
 
 /** The reason to read the usual way after `err`, or `err` thrown when it is the read's own. */
-function refused(file: KeptFile, plan: KeptPlan, err: Error, device: number, count: (rec: OpRecord) => OpRecord): Reason {
+function refused(file: KeptFile, plan: KeptPlan, err: Error, tally: Tally): HandedBack {
   const why = file.failed(plan, err);
-  if (why) return why;
-  count(recordOf('mapped-device', device, undefined, true, false));
+  if (why) return { kept: why };
+  tally.failed();
   throw err;
 }

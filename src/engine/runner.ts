@@ -6,7 +6,7 @@
  */
 import type { NativeOp } from '../addon/binding.js';
 import { AbortError, fromNative } from '../vocabulary/errors.js';
-import type { OpRecord } from './stats.js';
+import type { OpRecord } from './op-record.js';
 
 /** How a run ended: every job's result in submission order, or the first error (converted). */
 export type RunOutcome<R> = { ok: true; results: R[] } | { ok: false; error: Error };
@@ -105,22 +105,27 @@ export async function runJob<R>(start: () => NativeOp<R>, signal: AbortSignal | 
 }
 
 /**
- * Runs one native job and counts its record: `record` makes it from the result (or, failed,
- * from none) and `count` books it. A refusal at submit throws with nothing counted (no
- * operation ran); a failure is counted, then thrown.
+ * Where one operation is counted: its record, when it ran to its end, or its failure (a failed
+ * operation has no record: its caller gets the error).
  */
-export async function runRecorded<R>(
-  start: () => NativeOp<R>,
-  signal: AbortSignal | undefined,
-  path: string | undefined,
-  record: (r: R | undefined, failed: boolean) => OpRecord,
-  count: (rec: OpRecord) => OpRecord,
-): Promise<OpRecord> {
+export interface Tally {
+  /** Counts `rec` and gives it back. */
+  done(rec: OpRecord): OpRecord;
+  /** Counts a failure. */
+  failed(): void;
+}
+
+/**
+ * Runs one native job and counts it: `record` makes the record from its result, and `tally`
+ * counts that or the failure. A refusal at submit throws with nothing counted (no operation
+ * ran); a failure is counted, then thrown.
+ */
+export async function runRecorded<R>(start: () => NativeOp<R>, signal: AbortSignal | undefined, path: string | undefined, record: (r: R) => OpRecord, tally: Tally): Promise<OpRecord> {
   const run = new JobRun<R>(signal, path);
   const submitted = run.submit(start);
   const out = await run.settledRaw();
-  if (out.ok) return count(record(out.results[0], false));
-  if (submitted) count(record(undefined, true));
+  if (out.ok) return tally.done(record(out.results[0]!));
+  if (submitted) tally.failed();
   // Converted here, in the frame the caller awaits (see settledRaw).
   throw withAbortReason(fromNative(out.error, path), signal);
 }

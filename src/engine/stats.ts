@@ -3,10 +3,9 @@
  * carried it; `gds` is only ever recorded on evidence from cuFile's own counters.
  */
 import type { CuFileEvidence } from '../addon/cufile-driver.js';
-import type { NativeOpResult } from '../vocabulary/native-contract.js';
 
 export type { Route } from '../vocabulary/reasons.js';
-import type { Reason, Route } from '../vocabulary/reasons.js';
+import type { Route } from '../vocabulary/reasons.js';
 
 /** Every route, in the order reports list them. */
 export const ROUTES: readonly Route[] = ['gds', 'cufile-compat', 'cufile-unknown', 'posix-device', 'mapped-device', 'posix-host'];
@@ -62,65 +61,27 @@ export interface WorkShare {
 }
 
 /**
- * One operation's outcome, as recorded. `tasks` and `bytes` are the whole operation's; the
- * times are those of `route`'s share, and `mapped` (when present) holds the rest.
+ * What the counters take from one operation: its route and device, the whole operation's tasks
+ * and bytes with the thread time of the route's share, and the share the mapped route carried
+ * (where it carried any). A failed operation books no work.
  */
-export interface OpRecord extends WorkShare {
-  /** The route of the operation (of its staged share, when part went `mapped-device`). */
+export interface Booking extends WorkShare {
   route: Route;
   device?: number;
   failed?: boolean;
-  /** The operation went through O_DIRECT (bypassing the page cache). */
-  direct?: boolean;
-  /** The read was done on the calling thread by a non-blocking read from the page cache, not by the pool. */
-  inline?: boolean;
-  /**
-   * Of an inline read into a GPU cut into pieces with help asked of the pool: how many pieces
-   * pool workers read (0: the calling thread read them all). Absent when no help was asked
-   * (reads under 256 KiB, or no pool worker watching the queue: transfer-plan.ts
-   * `inlineDeviceSplit`).
-   */
-  helpedPieces?: number;
-  /** The most of its tasks that ran at once (its mapped share not counted). */
-  peakTasks?: number;
-  /** The share that the GPU copied straight out of page-cache pages (route `mapped-device`). */
   mapped?: WorkShare;
-  /** Why the mapped share stopped early, or could not start. */
-  mappedFallback?: Reason;
-  /**
-   * A read of kept pages (route `mapped-device`, see the `keptPagesMax` setting): `'registered'`
-   * when this read registered its range's pages and kept them, `'reused'` when it copied from
-   * pages kept by an earlier read.
-   */
-  kept?: 'registered' | 'reused';
-  /** Why this read went the usual way although it was to read (or keep) kept pages. */
-  keptFallback?: Reason;
-  /**
-   * The read was gathered: its tasks filled one pinned stage, which went to the GPU in this many
-   * copies, in order, on one stream (absent: each task copied through its thread's bounce half).
-   */
-  orderedCopies?: number;
 }
 
-/** An operation's record from what native code reported (nothing, when it failed early). */
-export function recordOf(route: Route, device: number | undefined, r: Omit<NativeOpResult, 'timeline'> | undefined, failed: boolean, direct: boolean): OpRecord {
-  const own = r?.routeShare;
-  const rec: OpRecord = {
-    route, tasks: r?.tasks ?? 0, bytes: r?.bytes ?? 0, busyNs: own?.busyNs ?? 0, ioNs: own?.ioNs ?? 0, waitNs: own?.waitNs ?? 0, failed, direct,
-  };
-  if (r) rec.peakTasks = r.peakTasks;
-  if (device !== undefined) rec.device = device;
-  const m = r?.mapped;
-  if (m) rec.mapped = { tasks: m.tasks, bytes: m.bytes, busyNs: m.busyNs, ioNs: m.ioNs, waitNs: m.waitNs };
-  if (r?.orderedCopies !== undefined) rec.orderedCopies = r.orderedCopies;
-  return rec;
+/** The booking of an operation on `route` that failed. */
+export function failedBooking(route: Route, device: number | undefined): Booking {
+  return { route, ...(device !== undefined ? { device } : {}), tasks: 0, bytes: 0, busyNs: 0, ioNs: 0, waitNs: 0, failed: true };
 }
 
 export class StatsBook {
   #routes = emptyRoutes();
   #devices = new Map<number, Record<Route, RouteCounters>>();
 
-  record(op: OpRecord): void {
+  record(op: Booking): void {
     const add = (c: RouteCounters, w: WorkShare, less?: WorkShare) => {
       c.ops += w.tasks - (less?.tasks ?? 0);
       c.bytes += w.bytes - (less?.bytes ?? 0);

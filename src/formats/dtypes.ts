@@ -32,7 +32,7 @@ export const DTYPE_BITS = {
 /** A safetensors dtype name. */
 export type Dtype = keyof typeof DTYPE_BITS;
 
-/** Every dtype, in the order of {@link DTYPE_BITS}. */
+/** Every dtype the safetensors format defines: whole-byte types by width, then the sub-byte ones. */
 export const DTYPES = Object.keys(DTYPE_BITS) as Dtype[];
 
 /** Whether `name` is a dtype of the format (own keys only: `"constructor"` is not a dtype). */

@@ -19,7 +19,7 @@ export const TENSOR_MANIFEST_VERSION = 1;
 
 /**
  * A tensor as the manifest states it: the fields of a loaded set's {@link TensorSet.layout},
- * with any dtype name. Dtypes of the safetensors table ({@link DTYPE_BITS}) are checked against
+ * with any dtype name. The safetensors dtypes (`DTYPES` of `penstock/formats`) are checked against
  * shape, strides and byte length; other names pass through with the byte length given.
  */
 export interface ManifestTensor extends Omit<TensorLayoutEntry, 'dtype'> {
@@ -30,14 +30,14 @@ export interface ManifestTensor extends Omit<TensorLayoutEntry, 'dtype'> {
 /**
  * One tensor of a slab as a caller describes it to {@link buildTensorManifest}: a
  * {@link ManifestTensor} whose strides (default C order) and byte length (default from dtype and
- * shape; required for dtypes outside {@link DTYPE_BITS}) may be left out.
+ * shape; required for dtypes outside the safetensors dtypes) may be left out.
  */
 export interface TensorRecord extends Omit<ManifestTensor, 'shape' | 'strides' | 'byteLength'> {
   /** Dimensions in elements; `[]` for a scalar. */
   shape: readonly number[];
   /** In elements; default C order. Only whole-byte dtypes may have other strides. */
   strides?: readonly number[];
-  /** Bytes the tensor spans; required for dtypes not in {@link DTYPE_BITS}. */
+  /** Bytes the tensor spans; required for dtypes that are not safetensors dtypes. */
   byteLength?: number;
 }
 

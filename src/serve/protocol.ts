@@ -6,6 +6,7 @@
  */
 import { usage } from '../vocabulary/errors.js';
 import { describe } from '../vocabulary/validate.js';
+import type { RowShard } from '../tensors/load-plan.js';
 
 /** Error codes of `penstock serve` and its clients, each with its meaning. */
 export const SERVE_ERROR_CODES = {
@@ -34,14 +35,6 @@ export const SERVE_OPS = ['acquire', 'release', 'list', 'evict', 'stats', 'healt
 /** One of {@link SERVE_OPS}. */
 export type ServeOp = (typeof SERVE_OPS)[number];
 
-/** A row shard as the protocol states it: shard `index` of `count`, from 0. */
-export interface WireRows {
-  /** Which shard, from 0. */
-  index: number;
-  /** How many shards. */
-  count: number;
-}
-
 /**
  * A tensor set as a client names it: what `loadTensors` would load, and on which GPU. Two
  * requests name the same resident set exactly when their normalised specs are equal.
@@ -54,7 +47,7 @@ export interface SetSpec {
   /** Only these tensors (each must exist), or those whose names start with `prefix`. */
   filter?: string[] | { prefix: string };
   /** Tensor-parallel shard: only this shard's rows of every 2-D tensor. */
-  rows?: WireRows;
+  rows?: RowShard;
 }
 
 /** A {@link SetSpec} with every choice made: paths in a list, names sorted, the device given. */
@@ -66,7 +59,7 @@ export interface NormalSpec {
   /** Sorted, unique names, or a prefix; absent for the whole checkpoint. */
   filter?: string[] | { prefix: string };
   /** The row shard, when one was asked for. */
-  rows?: WireRows;
+  rows?: RowShard;
 }
 
 /** A request, checked. */

@@ -10,9 +10,6 @@ import { openRemote, type OpenRemoteOptions, type RemoteObject } from './remote/
 import { isRemoteUrl, parseRemoteUrl, redactText, redactUrl } from './remote/url.js';
 import type { Source } from './source.js';
 
-/** What files and remote objects both offer to a reader: the one {@link Source} interface. */
-export type ReadSource = Source;
-
 /**
  * Opens `s3://…` and `http(s)://…` with {@link openRemote}, anything else as a file for reading;
  * either is a {@link Source}.

@@ -5,7 +5,7 @@
  */
 import type { Memory, ReadOptions } from '../engine/file.js';
 import type { FileRoute } from '../engine/routing.js';
-import type { OpRecord } from '../engine/stats.js';
+import type { OpRecord } from '../engine/op-record.js';
 import type { RemoteOpRecord } from './remote/stats.js';
 
 /** What one recorded read reports: an engine operation's record (files) or a remote read's. */

@@ -12,7 +12,8 @@ import { checkOptionKeys } from '../settings/option-keys.js';
 import { usage } from '../vocabulary/errors.js';
 import { describe } from '../vocabulary/validate.js';
 import { expandDirectories } from './model-directory.js';
-import { openAnySource, readBytes, type SourceOpener, type TensorSource } from './source.js';
+import { openAnySource, readBytes, type SourceOpener } from './source.js';
+import type { Source } from '../sources/source.js';
 import { openSource } from '../sources/open-source.js';
 
 /** A tensor in its file. */
@@ -48,7 +49,7 @@ export interface CheckpointFile {
   /** The safetensors `__metadata__`, when present. */
   metadata?: Record<string, string>;
   /** The open source the file is read through (closed by {@link closeCheckpoint}). */
-  source: TensorSource;
+  source: Source;
 }
 
 /** A described checkpoint (its sources open until {@link closeCheckpoint}). */
@@ -66,7 +67,7 @@ export interface Checkpoint {
  * `model.safetensors.index.json`, else its `model.safetensors`, else its `*.safetensors` files
  * in name order), several paths, or open sources.
  */
-export type CheckpointInput = string | TensorSource | readonly (string | TensorSource)[];
+export type CheckpointInput = string | Source | readonly (string | Source)[];
 
 /** Options for {@link describeCheckpoint}. */
 export interface DescribeOptions {
@@ -93,11 +94,11 @@ export async function describeCheckpoint(input: CheckpointInput, options: Descri
   const signal = options.signal;
   const opener = options.openSource ?? (signal ? (l: string) => openSource(l, { signal }) : openAnySource);
   // A model directory stands for the checkpoint in it (its index, or its safetensors files).
-  const items = await expandDirectories((Array.isArray(input) ? input : [input]) as (string | TensorSource)[]);
-  const opened: TensorSource[] = [];
+  const items = await expandDirectories((Array.isArray(input) ? input : [input]) as (string | Source)[]);
+  const opened: Source[] = [];
   try {
     let index: (ShardedIndex & { path: string }) | undefined;
-    const locations: (string | TensorSource)[] = [];
+    const locations: (string | Source)[] = [];
     for (const item of items) {
       if (typeof item === 'string' && item.toLowerCase().endsWith('.json')) {
         if (items.length > 1) throw formatError('ERR_PENSTOCK_TENSOR_UNKNOWN_FORMAT', 'an index must be given alone, not in a list of files', { path: item });
@@ -118,7 +119,7 @@ export async function describeCheckpoint(input: CheckpointInput, options: Descri
     for (const r of settled) if (r.status === 'fulfilled' && r.value.own) opened.push(r.value.s);
     const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
-    const sources = settled.map((r) => (r as PromiseFulfilledResult<{ s: TensorSource }>).value.s);
+    const sources = settled.map((r) => (r as PromiseFulfilledResult<{ s: Source }>).value.s);
     const files = await Promise.all(sources.map((s, i) => describeFile(s, i, options.signal)));
     const cp = { files } as Checkpoint;
     // Across files a name may be taken twice, which must be refused before any data moves; within
@@ -183,7 +184,7 @@ function checkIndex(index: ShardedIndex & { path: string }, cp: Checkpoint): voi
       throw formatError('ERR_PENSTOCK_TENSOR_INDEX_MISMATCH', `${cp.files[cp.tensors.get(name)!.file]!.path} holds ${JSON.stringify(name)}, which the index does not list`, { path: index.path, tensor: name });
 }
 
-async function describeFile(source: TensorSource, file: number, signal?: AbortSignal): Promise<CheckpointFile> {
+async function describeFile(source: Source, file: number, signal?: AbortSignal): Promise<CheckpointFile> {
   const path = source.path;
   const size = await source.size();
   const first = await readBytes(source, 0, Math.min(size, FIRST_READ), signal);

@@ -8,9 +8,6 @@ import type { Source, SourceOpener } from '../sources/source.js';
 
 export { readBytes, type SourceOpener } from '../sources/source.js';
 
-/** A readable byte source for tensors: the one {@link Source} interface. */
-export type TensorSource = Source;
-
 /** Opens local files only: `open(path, 'r')`. */
 export const openFileSource: SourceOpener = (path) => open(path, 'r');
 

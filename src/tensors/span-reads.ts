@@ -8,7 +8,8 @@
 import { AbortError } from '../vocabulary/errors.js';
 import { PenstockFile, type Memory } from '../engine/file.js';
 import { readBatch } from '../engine/batch/batch-read.js';
-import type { OpRecord } from '../engine/stats.js';
+import { mappedShareOf, type OpRecord } from '../engine/op-record.js';
+import type { Reason } from '../vocabulary/reasons.js';
 import { formatError } from '../formats/errors.js';
 import { isRemoteRecord } from '../sources/source.js';
 import type { Checkpoint } from './checkpoint.js';
@@ -42,7 +43,7 @@ interface Unit {
 
 /** Reads every span of `plan` into `target`, files interleaved so that all of them start at once; fails fast. */
 export async function readSpans(cp: Checkpoint, plan: LoadPlan, target: Memory, place: SlabPlace, options: SpanReadOptions): Promise<FileLoadRecord[]> {
-  const records: FileLoadRecord[] = cp.files.map((f) => ({ path: f.path, operations: 0, ops: 0, bytes: 0, routes: {}, direct: false }));
+  const records: FileLoadRecord[] = cp.files.map((f) => ({ path: f.path, operations: 0, ops: 0, bytes: 0, routes: {}, fallbacks: [], direct: false }));
   const queue = interleave(unitsOf(cp, plan.spans), cp.files.length);
   const inner = new AbortController();
   const onAbort = () => inner.abort(options.signal?.reason);
@@ -89,7 +90,8 @@ export async function readSpans(cp: Checkpoint, plan: LoadPlan, target: Memory, 
   }
   for (let f = 0; f < cp.files.length; f++) {
     const route = cp.files[f]!.source.route;
-    if (place.kind === 'device' && route?.reason && records[f]!.operations > 0) records[f]!.fallback = { ...route.reason };
+    // Why the file's device reads are not cuFile's comes first, even where none reached gdsThreshold.
+    if (place.kind === 'device' && route?.reason && records[f]!.operations > 0) noteFallbacks(records[f]!, [route.reason], true);
   }
   return records;
 }
@@ -129,13 +131,12 @@ async function readSpan(cp: Checkpoint, span: Span, target: Memory, rec: FileLoa
   } else if (recorded) {
     const r: OpRecord = recorded;
     bytes = r.bytes;
-    const staged = r.mapped ? r.tasks - r.mapped.tasks : r.tasks;
-    const stagedBytes = r.mapped ? r.bytes - r.mapped.bytes : r.bytes;
-    add(rec, r.route, staged, stagedBytes);
-    if (r.mapped && r.mapped.tasks > 0) add(rec, 'mapped-device', r.mapped.tasks, r.mapped.bytes);
+    const mapped = mappedShareOf(r);
+    add(rec, r.route, r.tasks - (mapped?.tasks ?? 0), r.bytes - (mapped?.bytes ?? 0));
+    if (mapped) add(rec, 'mapped-device', mapped.tasks, mapped.bytes);
     rec.ops += r.tasks;
     if (r.direct) rec.direct = true;
-    if (r.mappedFallback) rec.mappedFallback = { ...r.mappedFallback };
+    noteFallbacks(rec, r.fallbacks, false);
   } else {
     bytes = await src.read(target, opts);
     const route = place.kind === 'host' ? 'posix-host' : src.route?.device === 'cufile' ? 'cufile-unknown' : 'posix-device';
@@ -160,6 +161,7 @@ async function readBatched(cp: Checkpoint, unit: Unit, target: Memory, rec: File
     add(rec, route, c.ops, c.bytes);
     rec.ops += c.ops;
   }
+  noteFallbacks(rec, r.record.fallbacks, false);
   rec.operations += unit.spans.length;
   rec.bytes += r.totalBytes;
   for (let i = 0; i < unit.spans.length; i++) if (r.bytes[i] !== unit.spans[i]!.size) throw shortRead(file.path, unit.spans[i]!, r.bytes[i]!);
@@ -167,6 +169,13 @@ async function readBatched(cp: Checkpoint, unit: Unit, target: Memory, rec: File
 
 function shortRead(path: string, span: Span, bytes: number): Error {
   return formatError('ERR_PENSTOCK_TENSOR_SOURCE_CHANGED', `only ${bytes} of ${span.size} bytes at offset ${span.fileOffset} could be read; the file is shorter than its header said`, { path });
+}
+
+/** Adds each of `reasons` whose code `rec` does not hold yet, at the front with `first`. */
+function noteFallbacks(rec: FileLoadRecord, reasons: readonly Reason[], first: boolean): void {
+  const fresh = reasons.filter((r) => !rec.fallbacks.some((f) => f.code === r.code)).map((r) => ({ ...r }));
+  if (first) rec.fallbacks.unshift(...fresh);
+  else rec.fallbacks.push(...fresh);
 }
 
 function add(rec: FileLoadRecord, route: keyof FileLoadRecord['routes'], ops: number, bytes: number): void {

@@ -4,7 +4,7 @@
  */
 import { DeviceBuffer } from '../memory/device-buffer.js';
 import { PinnedBuffer } from '../memory/pinned-buffer.js';
-import type { RouteReason } from '../engine/routing.js';
+import type { Reason } from '../vocabulary/reasons.js';
 import type { Route } from '../engine/stats.js';
 import type { RemoteRoute } from '../sources/remote/stats.js';
 import type { Dtype } from '../formats/dtypes.js';
@@ -123,10 +123,12 @@ export interface FileLoadRecord {
   bytes: number;
   /** Tasks and bytes per route that carried them. */
   routes: Partial<Record<Route | RemoteRoute, { ops: number; bytes: number }>>;
-  /** Why device reads of this file did not go through cuFile (when they did not). */
-  fallback?: RouteReason;
-  /** Why part of a warm read could not be copied from the page cache directly. */
-  mappedFallback?: RouteReason;
+  /**
+   * Faster ways its reads did not take, each code once with its sentence: first why its device
+   * reads did not go through cuFile (where they did not), then what its reads met (the mapped
+   * route refused, kept pages not kept, O_DIRECT refused).
+   */
+  fallbacks: Reason[];
   /** Whether any read bypassed the page cache (O_DIRECT). */
   direct: boolean;
 }

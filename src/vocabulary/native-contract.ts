@@ -176,8 +176,6 @@ export interface NativeStagedSpec extends NativeSpecBase {
    * halves; so too when the stage is too small or another operation holds it).
    */
   gatherCopy?: number;
-  /** The stage's streams the gathered copies take turns on (1 to 8; required with a positive `gatherCopy`). */
-  gatherStreams?: number;
 }
 
 export interface NativeCuFileSpec extends NativeSpecBase {

@@ -52,6 +52,11 @@ export const ROUTE_REASON_CODES = {
 
 export type RouteReasonCode = keyof typeof ROUTE_REASON_CODES;
 
+/** Whether `r` says why a file's device I/O does not go through cuFile (one of ROUTE_REASON_CODES). */
+export function isRouteReason(r: { code: string }): boolean {
+  return Object.hasOwn(ROUTE_REASON_CODES, r.code);
+}
+
 /**
  * Every code a fallback can be recorded with, each with its meaning: why a file's device I/O does
  * not go through cuFile (ROUTE_REASON_CODES), and why a read, or part of one, went another way

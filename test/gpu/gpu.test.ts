@@ -6,7 +6,9 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { describe, test } from 'node:test';
-import { DeviceBuffer, PinnedBuffer, configure, getConfig, deviceCount, open, readFileToDevice, runtimeInfo, writeFile, ROUTES } from '../../src/index.js';
+import { DeviceBuffer, PinnedBuffer, configure, getConfig, deviceCount, open, readFileToDevice, writeFile } from '../../src/index.js';
+import { runtimeInfo } from '../../src/doctor.js';
+import { ROUTES } from '../../src/measure.js';
 import { makeFile, newPath, pattern, sha256, tmpDir } from '../helpers.js';
 import { gpuOrSkip } from './guard.js';
 

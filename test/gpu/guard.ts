@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import type { TestContext } from 'node:test';
-import { hasGpu, runtimeInfo } from '../../src/index.js';
+import { hasGpu } from '../../src/index.js';
+import { runtimeInfo } from '../../src/doctor.js';
 
 const required = process.env.PENSTOCK_REQUIRE_GPU === '1';
 const why = hasGpu() ? undefined : `no usable GPU (${runtimeInfo().cuda.error ?? runtimeInfo().cuda.initError?.code ?? 'no device'})`;

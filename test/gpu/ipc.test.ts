@@ -11,21 +11,23 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import { digestHex } from '../../src/memory/digest.js';
-import { DeviceBuffer, exportDeviceBuffer, exportTensorSet, importDeviceBuffer, loadTensors, parseSize } from '../../src/index.js';
+import { DeviceBuffer, loadTensors } from '../../src/index.js';
+import { exportDeviceBuffer, exportTensorSet, importDeviceBuffer } from '../../src/ipc.js';
+import { parseSize } from '../../src/measure.js';
 import { decoderDimsFor, handOffShapes, writeCheckpointFile } from '../../bench/tensor-checkpoints.js';
 import { pattern, repoRoot, tmpDir } from '../helpers.js';
+import { importEveryEntry } from '../entry-points.js';
 import { fileTensors } from '../tensor-writer.js';
 import { gpuOrSkip, python, pythonOrSkip as pythonOrSkipIn } from './guard.js';
 
 const script = path.join(repoRoot, 'test/gpu/ipc_torch.py');
-const entry = path.join(repoRoot, 'dist/src/index.js');
 const sha = (b: Uint8Array) => digestHex('sha256', b);
 const pythonOrSkip = (t: TestContext, modules: string[]) => pythonOrSkipIn(t, modules);
 
 
 /** Runs `body` in a fresh node (penstock as `p`, arguments as `args`); returns its last line as JSON. */
 function nodeChild(body: string, args: string[]): Record<string, unknown> {
-  const prelude = `const p = await import(${JSON.stringify(entry)}); const crypto = await import('node:crypto');
+  const prelude = `${importEveryEntry()} const crypto = await import('node:crypto');
     const sha = (b) => crypto.createHash('sha256').update(b).digest('hex'); const args = process.argv.slice(1);\n`;
   const r = spawnSync(process.execPath, ['--input-type=module', '-e', prelude + body, ...args], { encoding: 'utf8', timeout: 300_000 });
   assert.equal(r.status, 0, `child failed (${r.status ?? r.signal}):\n${r.stderr}`);

@@ -12,14 +12,16 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import { digestHex } from '../../src/memory/digest.js';
-import { DeviceBuffer, deviceCount, deviceInfo, exportDeviceBuffer, loadTensors, open, tensorSha256 } from '../../src/index.js';
+import { DeviceBuffer, deviceCount, deviceInfo, loadTensors, open } from '../../src/index.js';
+import { tensorSha256 } from '../../src/formats.js';
+import { exportDeviceBuffer } from '../../src/ipc.js';
 import { sevenBShapes, writeCheckpointFile, writeShardedCheckpoint } from '../../bench/tensor-checkpoints.js';
 import { makeFile, pattern, repoRoot, tmpDir } from '../helpers.js';
+import { importEveryEntry } from '../entry-points.js';
 import { gpuOrSkip } from './guard.js';
 
 const python = process.env.PENSTOCK_PYTHON ?? 'python3';
 const script = path.join(repoRoot, 'bench/tensors_torch.py');
-const entry = path.join(repoRoot, 'dist/src/index.js');
 
 /** True when this machine has at least `n` GPUs; otherwise skips `t` (or fails it, see above). */
 function gpusOrSkip(t: TestContext, n = 2): boolean {
@@ -108,7 +110,7 @@ describe('several GPUs', () => {
     await buf.copyFrom(data);
     using e = exportDeviceBuffer(buf);
     const order = Array.from({ length: n }, (_, i) => n - 1 - i).join(',');
-    const body = `const p = await import(${JSON.stringify(entry)});
+    const body = `${importEveryEntry()}
       const b = p.importDeviceBuffer(process.argv[1]);
       const { digestHex } = await import(${JSON.stringify(path.join(repoRoot, 'dist/src/memory/digest.js'))});
       console.log(JSON.stringify({ device: b.device, bus: p.deviceInfo(b.device).pciBusId, sha: digestHex('sha256', await b.toBuffer()) }));

@@ -10,7 +10,9 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
-import { hasGpu, loadTensors, memoryInfo, runtimeInfo, tensorSha256 } from '../../src/index.js';
+import { hasGpu, loadTensors, memoryInfo } from '../../src/index.js';
+import { tensorSha256 } from '../../src/formats.js';
+import { runtimeInfo } from '../../src/doctor.js';
 import { sevenBShapes, totalBytes, writeCheckpointFile, writeShardedCheckpoint } from '../../bench/tensor-checkpoints.js';
 import { repoRoot, tmpDir } from '../helpers.js';
 
@@ -63,7 +65,7 @@ describe('tensor loading on the GPU, against Python safetensors', () => {
       assert.equal(await tensorSha256(v), expected[v.name]!.sha256, v.name);
       assert.deepEqual(v.shape, expected[v.name]!.shape);
     }
-    t.diagnostic(`${set.bytes} bytes in ${set.seconds.toFixed(3)} s (${(set.bytes / set.seconds / 1e9).toFixed(2)} GB/s), routes ${JSON.stringify(set.routeTotals())}${set.files[0]!.fallback ? `, fallback ${set.files[0]!.fallback.code}` : ''}`);
+    t.diagnostic(`${set.bytes} bytes in ${set.seconds.toFixed(3)} s (${(set.bytes / set.seconds / 1e9).toFixed(2)} GB/s), routes ${JSON.stringify(set.routeTotals())}${set.files[0]!.fallbacks.length ? `, fallbacks ${set.files[0]!.fallbacks.map((r) => r.code).join(' ')}` : ''}`);
   });
 
   test('the same tensors in 3 shards through the index: equal to load_file of each shard', async (t) => {

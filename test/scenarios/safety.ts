@@ -6,7 +6,7 @@
  */
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 
-const p = await import('../../src/index.js');
+const p = { ...(await import('../../src/index.js')), ...(await import('../../src/doctor.js')) };
 const [name, file] = isMainThread ? [process.argv[2], process.argv[3]] : [workerData.name as string, workerData.file as string];
 
 function report(value: unknown): void {
@@ -131,8 +131,8 @@ const scenarios: Record<string, () => Promise<void>> = {
     const read = await f.readRecorded(got);
     const write = await f.writeRecorded(expected);
     report({
-      readBytes: read.bytes, readDirect: read.direct, same: got.equals(expected),
-      writeBytes: write.bytes, writeDirect: write.direct, route: f.route.directIo?.code,
+      readBytes: read.bytes, readDirect: read.direct, readFallbacks: read.fallbacks.map((r) => r.code), same: got.equals(expected),
+      writeBytes: write.bytes, writeDirect: write.direct, writeFallbacks: write.fallbacks.map((r) => r.code), route: f.route.directIo?.code,
     });
   },
 };

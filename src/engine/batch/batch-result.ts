@@ -7,7 +7,7 @@ import type { BatchPlan, PlanColumns } from '../../plan/batch-plan.js';
 import { fromNative } from '../../vocabulary/errors.js';
 import type { PenstockFile } from '../file.js';
 import { copyBatchFallbackReason, ringFallbackReason, type Reason } from '../../vocabulary/reasons.js';
-import { globalStats, type Route } from '../stats.js';
+import { failedBooking, globalStats, type Route } from '../stats.js';
 
 /** What one route carried of a batch. */
 export interface BatchRouteCounts {
@@ -51,10 +51,13 @@ export interface BatchRecord {
    * A task's lone read goes by pread.
    */
   ringReads: number;
-  /** Why reads went by pread where the plan gave them io_uring: a code and the sentence to act on. */
-  ringFallback?: Reason;
-  /** Why copies that the plan would have batched went one call each (the driver has no batch call). */
-  copyBatchFallback?: Reason;
+  /**
+   * Faster ways the batch did not take, each with its code and the sentence to act on: reads
+   * that went by pread where the plan gave them io_uring (`IO_URING_UNAVAILABLE`), copies the
+   * plan would have batched that went one call each (`COPY_BATCH_UNAVAILABLE`). Empty when
+   * nothing fell back.
+   */
+  fallbacks: Reason[];
 }
 
 /** The outcome of a batch. */
@@ -137,8 +140,7 @@ export function batchResult(parts: readonly SettledPart[], planned: PlanColumns,
     bytes, errors, totalBytes,
     record: {
       ranges: count, parts: parts.length, tasks: sum.tasks, routes, busyNs: sum.busyNs, ioNs: sum.ioNs, waitNs: sum.waitNs, ringReads: sum.ringReads,
-      ...(ringError ? { ringFallback: ringFallbackReason(ringError) } : {}),
-      ...(sum.unbatchedFills ? { copyBatchFallback: copyBatchFallbackReason(sum.unbatchedFills) } : {}),
+      fallbacks: [...(ringError ? [ringFallbackReason(ringError)] : []), ...(sum.unbatchedFills ? [copyBatchFallbackReason(sum.unbatchedFills)] : [])],
     },
   };
 }
@@ -150,7 +152,6 @@ function record(route: Route, ops: number, bytes: number, r: { busyNs: number; i
 
 /** Counts a batch that failed as a whole (an abort, a failed copy) against the routes it would have taken. */
 export function recordBatchFailure(device: boolean, host: boolean): void {
-  const failed = { tasks: 0, bytes: 0, busyNs: 0, ioNs: 0, waitNs: 0, failed: true };
-  if (host) globalStats.record({ route: 'posix-host', ...failed });
-  if (device) globalStats.record({ route: 'posix-device', ...failed });
+  if (host) globalStats.record(failedBooking('posix-host', undefined));
+  if (device) globalStats.record(failedBooking('posix-device', undefined));
 }

@@ -18,29 +18,11 @@ namespace {
 // Never destroyed: pool workers read slots until the process is gone.
 std::mutex& g_mutex = *new std::mutex();
 std::map<int, DeviceState>& g_devices = *new std::map<int, DeviceState>();
-std::atomic<long long> g_pinned{0};
 
-struct Bounce {
-  char* data = nullptr;
-  size_t stride = 0;
-};
-
-ErrorRecord AllocBounce(size_t halfBytes, Bounce* out) {
-  void* p = nullptr;
-  // Portable: a bounce buffer of one device's slot may be copied from by any context.
-  size_t stride = halfBytes + 2 * 4096;
-  CUresult r = Cuda().MemHostAlloc(&p, 2 * stride, CU_MEMHOSTALLOC_PORTABLE);
-  if (r != CUDA_SUCCESS) return ErrorRecord::FromCuda(r, "cuMemHostAlloc");
-  AddPinnedBytes(static_cast<long long>(2 * stride));
-  out->data = static_cast<char*>(p);
-  out->stride = stride;
-  return {};
-}
-
-void FreeBounce(const Bounce& b) {
-  if (!b.data) return;
-  Cuda().MemFreeHost(b.data);
-  AddPinnedBytes(-static_cast<long long>(2 * b.stride));
+// A slot's bounce buffer: two halves `stride` bytes apart.
+ErrorRecord AllocBounce(size_t halfBytes, PinnedPages* out) {
+  // Each half has two pages of slack (device.h: WorkerSlot::stride).
+  return PinPages(2 * (halfBytes + 2 * 4096), out);
 }
 
 // Prefers memory of one NUMA node for this thread's allocations until destroyed. Raw syscalls,
@@ -61,9 +43,6 @@ class NumaPreference {
   bool active_ = false;
 };
 }  // namespace
-
-void AddPinnedBytes(long long delta) { g_pinned += delta; }
-long long PinnedBytes() { return g_pinned.load(); }
 
 ContextGuard::ContextGuard(CUcontext ctx) {
   const CudaApi& cu = Cuda();
@@ -145,35 +124,33 @@ static ErrorRecord EnsureBounce(DeviceState& d, WorkerSlot& s) {
   std::lock_guard<std::mutex> lock(s.bounceMutex);
   if (s.bounce && s.half == half) return {};
   ContextGuard guard(d.ctx);
-  Bounce b;
+  PinnedPages b;
   {
     NumaPreference numa(d.numaNode);
     ErrorRecord e = AllocBounce(half, &b);
     if (!e.ok()) return e;
   }
-  FreeBounce({s.bounce, s.stride});
+  UnpinPages(&s.bouncePages);
+  s.bouncePages = b;
   s.bounce = b.data;
   s.half = half;
-  s.stride = b.stride;
+  s.stride = half + 2 * 4096;
   return {};
 }
 
 // With g_mutex held and the device's context current: `bytes` of pinned memory on the device's
 // NUMA node in place of `*buffer` (`*held` bytes). A failure leaves the old buffer (or none).
-static ErrorRecord ReplacePinned(const DeviceState& d, size_t bytes, char** buffer, size_t* held) {
-  void* p = nullptr;
+static ErrorRecord ReplacePinned(const DeviceState& d, size_t bytes, PinnedPages* pages, char** buffer, size_t* held) {
+  PinnedPages fresh;
   ErrorRecord e;
   {
     NumaPreference numa(d.numaNode);
-    e = PENSTOCK_CUDA(MemHostAlloc, &p, bytes, CU_MEMHOSTALLOC_PORTABLE);
+    e = PinPages(bytes, &fresh);
   }
   if (!e.ok()) return e;
-  if (*buffer) {
-    Cuda().MemFreeHost(*buffer);
-    AddPinnedBytes(-static_cast<long long>(*held));
-  }
-  AddPinnedBytes(static_cast<long long>(bytes));
-  *buffer = static_cast<char*>(p);
+  UnpinPages(pages);
+  *pages = fresh;
+  *buffer = fresh.data;
   *held = bytes;
   return {};
 }
@@ -191,7 +168,7 @@ static ErrorRecord GrowInline(DeviceState& d, size_t bytes) {
       return e;
     }
   }
-  return ReplacePinned(d, bytes, &in.buffer, &in.bytes);
+  return ReplacePinned(d, bytes, &in.pages, &in.buffer, &in.bytes);
 }
 
 bool GatherStage::TryTake(uint64_t size) {
@@ -207,12 +184,11 @@ static ErrorRecord GrowGather(DeviceState& d, size_t bytes) {
   // Held while it is replaced, so no operation takes it half made; one holding it now keeps it.
   if (bytes <= g.bytes || !g.TryTake(0)) return {};
   ErrorRecord e;
-  for (CUstream& s : g.streams) {
-    if (s || !e.ok()) continue;
-    e = PENSTOCK_CUDA(StreamCreate, &s, CU_STREAM_NON_BLOCKING);
-    if (!e.ok()) s = nullptr;
+  if (!g.stream) {
+    e = PENSTOCK_CUDA(StreamCreate, &g.stream, CU_STREAM_NON_BLOCKING);
+    if (!e.ok()) g.stream = nullptr;
   }
-  if (e.ok()) e = ReplacePinned(d, bytes, &g.buffer, &g.bytes);
+  if (e.ok()) e = ReplacePinned(d, bytes, &g.pages, &g.buffer, &g.bytes);
   g.Give();
   return e;
 }
@@ -233,7 +209,7 @@ ErrorRecord PrepareDevice(int ordinal, size_t halfBytes, int workers, int numaNo
     for (int i = 0; i < d.slotCount.load(); ++i) {
       WorkerSlot* s = d.slots[i].load();
       std::lock_guard<std::mutex> slotLock(s->bounceMutex);
-      FreeBounce({s->bounce, s->stride});
+      UnpinPages(&s->bouncePages);
       s->bounce = nullptr;
       s->half = 0;
     }

@@ -1,7 +1,7 @@
 // Per-GPU state: the primary context, and for each pool worker a pinned bounce buffer (two
 // halves, so a pread into one overlaps the copy out of the other), a stream and two events.
 // Preparing a device makes the slots (streams and events: cheap) at once; the pinned memory,
-// which costs about 5 ms per 8 MiB and is serialised in the driver, is filled in on another
+// (sys/pinned_pages.h: about 1 ms per 16 MiB, in parallel), is filled in on another
 // thread (FillDevice), while a worker that needs its own buffer first allocates it then: a
 // first load starts moving data with the first buffers instead of after all of them.
 #pragma once
@@ -11,12 +11,14 @@
 
 #include "sys/cuda_api.h"
 #include "sys/error_record.h"
+#include "sys/pinned_pages.h"
 #include "engine/issued_copy.h"
 
 namespace penstock {
 
 struct WorkerSlot {
   std::mutex bounceMutex;  // held while the bounce buffer is allocated or replaced
+  PinnedPages bouncePages;  // owns `bounce`
   char* bounce = nullptr;  // two halves, `stride` bytes apart, page aligned
   size_t half = 0;         // bytes of data a half carries
   // Each half has two pages of slack past `half`, so an O_DIRECT piece of a full half, widened
@@ -33,6 +35,7 @@ constexpr int kMaxWorkers = 1024;
 // their own, so they never queue behind the pool's copies. One thread uses them at a time.
 struct InlineStaging {
   std::mutex mutex;
+  PinnedPages pages;  // owns `buffer`
   char* buffer = nullptr;
   size_t bytes = 0;
   CUstream stream = nullptr;
@@ -45,15 +48,15 @@ struct InlineStaging {
 };
 
 // Mid-size staged reads into this GPU (gather_read.cc): one pinned stage that covers the whole
-// read, filled by many workers at once, and a few streams that carry it to the GPU in order,
-// taking turns. One operation holds it at a time (`busy`); any other takes its workers' bounce
-// halves instead.
-constexpr int kGatherStreams = 8;
+// read, filled by many workers at once, and one stream that carries it to the GPU in order
+// (copies taking turns on 2, 4 or 8 streams measured no faster). One operation holds it at a
+// time (`busy`); any other takes its workers' bounce halves instead.
 struct GatherStage {
   std::atomic<bool> busy{false};
+  PinnedPages pages;  // owns `buffer`
   char* buffer = nullptr;
   size_t bytes = 0;
-  CUstream streams[kGatherStreams] = {};
+  CUstream stream = nullptr;
   // Takes the stage for an operation of `size` bytes; false when it is too small or taken.
   bool TryTake(uint64_t size);
   void Give() { busy.store(false, std::memory_order_release); }
@@ -124,7 +127,5 @@ struct PointerInfo {
 ErrorRecord QueryPointer(CUdeviceptr ptr, PointerInfo* out);
 
 // Bytes of pinned host memory penstock holds (bounce buffers and PinnedBuffers).
-void AddPinnedBytes(long long delta);
-long long PinnedBytes();
 
 }  // namespace penstock

@@ -66,8 +66,6 @@ struct StagedSpec {
   // at least this many bytes as the finished prefix grows (gather_read.cc). 0, or the stage
   // taken by another job: each task copies through its worker's bounce half.
   uint64_t gatherCopy = 0;
-  // The stage's streams those copies take turns on (1 to kGatherStreams).
-  uint32_t gatherStreams = 0;
 };
 
 // cufile: cuFileRead/cuFileWrite straight between the file and GPU memory.

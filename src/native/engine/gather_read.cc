@@ -3,7 +3,7 @@
 // Through the workers' bounce halves, every task of such a read finishes its pread at about the
 // same moment and all the copies land on the copy engine at once, after the reading; here the
 // first copy starts once the first few tasks are in, and the copies follow one another while
-// the rest is read (on the stage's streams in turn, as many as planned).
+// the rest is read (on the stage's stream).
 //
 // Whoever finishes a task tries to become the feeder (one at a time, `feeding_`) and issues
 // the prefix that has grown by at least StagedSpec::gatherCopy bytes, or all of it once every task
@@ -59,8 +59,7 @@ void StagedTransfer::IssueGathered() {
   // the rest goes whatever its size.
   if (r < tasks_ && end - gatherIssued_ < spec_.gatherCopy) return;
   uint64_t n = end - gatherIssued_;
-  CUstream stream = gather_->streams[gatherCopies_.load() % spec_.gatherStreams];
-  ErrorRecord e = PENSTOCK_CUDA(MemcpyHtoDAsync, spec_.dev + gatherIssued_, gather_->buffer + gatherIssued_, n, stream);
+  ErrorRecord e = PENSTOCK_CUDA(MemcpyHtoDAsync, spec_.dev + gatherIssued_, gather_->buffer + gatherIssued_, n, gather_->stream);
   if (!e.ok()) {
     job().Fail(std::move(e));
     return;
@@ -74,10 +73,8 @@ void StagedTransfer::FinishGather() {
   // Every task has finished, and with it every feeder, which issued all there was to issue.
   Cuda().CtxSetCurrent(gatherCtx_);
   uint64_t t0 = NowNs();
-  for (uint32_t i = 0; i < spec_.gatherStreams; ++i) {
-    ErrorRecord e = PENSTOCK_CUDA(StreamSynchronize, gather_->streams[i]);
-    if (!e.ok()) job().Fail(std::move(e));
-  }
+  ErrorRecord e = PENSTOCK_CUDA(StreamSynchronize, gather_->stream);
+  if (!e.ok()) job().Fail(std::move(e));
   // The wait is this thread's work for the job, though after its last task: busy time
   // as well as copy-wait time, so that the stages stay within the busy time.
   uint64_t waited = NowNs() - t0;

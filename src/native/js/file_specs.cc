@@ -54,7 +54,7 @@ Napi::Value SubmitHost(Napi::Env env, const Napi::Value& arg) {
 
 Napi::Value SubmitStaged(Napi::Env env, const Napi::Value& arg) {
   SpecReader s(arg, {PENSTOCK_FILE_KEYS, "devicePtr", "device", "stagePiece", "mapped", "mappedPiece", "mappedClaimDivisor",
-                     "stageScratch", "gatherCopy", "gatherStreams"});
+                     "stageScratch", "gatherCopy"});
   StagedSpec spec;
   spec.file = ReadFileRange(env, s);
   const FileRange& f = spec.file;
@@ -69,12 +69,9 @@ Napi::Value SubmitStaged(Napi::Env env, const Napi::Value& arg) {
   spec.stageScratch = ArgU64(s.Require("stageScratch"), "stageScratch");
   // Optional: absent means 0 (through the bounce halves).
   spec.gatherCopy = s.Has("gatherCopy") ? ArgU64(s.Require("gatherCopy"), "gatherCopy") : 0;
-  if (spec.gatherCopy) {
-    if (f.write || spec.mapped || spec.stageScratch == 0 || f.directFd >= 0)
-      ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT",
-                                           "gatherCopy needs a buffered read through scratch (stageScratch), without a mapped share"));
-    spec.gatherStreams = ArgInt(s.Require("gatherStreams"), "gatherStreams", 1, kGatherStreams);
-  }
+  if (spec.gatherCopy && (f.write || spec.mapped || spec.stageScratch == 0 || f.directFd >= 0))
+    ThrowRecord(env, ErrorRecord::Misuse("ERR_PENSTOCK_INVALID_ARGUMENT",
+                                         "gatherCopy needs a buffered read through scratch (stageScratch), without a mapped share"));
   // Registration works on whole pages and neighbouring pieces must not share one: a mapped share
   // needs a read with page-aligned tasks, and a driver that can register.
   if (spec.mapped && (f.write || spec.mappedPiece == 0 || spec.mappedClaimDivisor == 0 || f.fileOffset % kAlign || f.taskSize % kAlign))
