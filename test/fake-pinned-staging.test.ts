@@ -16,12 +16,24 @@ const BOUNCE_SETTING = 1 << 20;
 // The setting is a worker's two halves; each half has two pages of slack.
 const BOUNCE = 2 * (BOUNCE_SETTING / 2 + 2 * 4096);
 
-function loadInChild(file: string, env: Record<string, string>): { sha: string; pinned: number; log: string[] } {
+function loadInChild(file: string, env: Record<string, string>): { sha: string; pinned: number; sharedWithChildren: number; log: string[] } {
   const log = newPath('pin-log');
   const script = `
     const p = await import(${JSON.stringify(path.join(repoRoot, 'dist/src/index.js'))});
     const { runtimeInfo } = await import(${JSON.stringify(path.join(repoRoot, 'dist/src/doctor.js'))});
     p.configure({ threads: ${THREADS}, bounceBufferSize: ${BOUNCE_SETTING}, compatMode: 'on' });
+    const fs = await import('node:fs');
+    // Registered ranges whose mapping is not kept out of forked children (VmFlags without 'dc').
+    const sharedWithChildren = () => {
+      const vmas = [];
+      for (const line of fs.readFileSync('/proc/self/smaps', 'utf8').split('\\n')) {
+        const m = /^([0-9a-f]+)-([0-9a-f]+) /.exec(line);
+        if (m) vmas.push({ lo: BigInt('0x' + m[1]), hi: BigInt('0x' + m[2]), dc: false });
+        else if (line.startsWith('VmFlags:')) vmas.at(-1).dc = line.split(' ').includes('dc');
+      }
+      const regs = fs.readFileSync(process.env.FAKE_CUDA_PIN_LOG, 'utf8').split('\\n').filter((l) => l.startsWith('cuMemHostRegister')).map((l) => BigInt(l.split(' ')[2]));
+      return regs.filter((at) => !vmas.some((v) => v.lo <= at && at < v.hi && v.dc)).length;
+    };
     const f = await p.open(process.argv[1]);
     const buf = p.DeviceBuffer.alloc((await import('node:fs')).statSync(process.argv[1]).size);
     await f.read(buf);
@@ -29,7 +41,7 @@ function loadInChild(file: string, env: Record<string, string>): { sha: string; 
     buf.free();
     await f.close();
     const crypto = await import('node:crypto');
-    process.stdout.write(JSON.stringify({ sha: crypto.createHash('sha256').update(bytes).digest('hex'), pinned: runtimeInfo().pinnedBytes }));
+    process.stdout.write(JSON.stringify({ sha: crypto.createHash('sha256').update(bytes).digest('hex'), pinned: runtimeInfo().pinnedBytes, sharedWithChildren: sharedWithChildren() }));
   `;
   const r = spawnSync(process.execPath, ['--input-type=module', '-e', script, file], {
     encoding: 'utf8',
@@ -55,9 +67,11 @@ describe('staging memory is pinned', () => {
     const got = loadInChild(file, {});
     assert.equal(got.sha, sha256(data));
     assert.ok(!got.log.some((l) => l.startsWith('cuMemHostAlloc')), got.log.join('; '));
-    const bounces = got.log.filter((l) => l === `cuMemHostRegister ${BOUNCE}`);
+    const bounces = got.log.filter((l) => l.startsWith(`cuMemHostRegister ${BOUNCE} `));
     assert.ok(bounces.length >= 1 && bounces.length <= THREADS, got.log.join('; '));
     assert.ok(got.pinned >= bounces.length * BOUNCE, `pinned ${got.pinned}`);
+    // Every registered buffer is kept out of child processes (a fork must not share its pages).
+    assert.equal(got.sharedWithChildren, 0);
   });
 
   test('by the driver’s allocation where registration is refused, asked once per process, bytes exact', () => {

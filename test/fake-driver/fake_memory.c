@@ -194,12 +194,12 @@ FAKE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdev
 /* ---- pinned host memory -------------------------------------------------------------------- */
 
 /* FAKE_CUDA_PIN_LOG names a file that gets a line per cuMemHostAlloc and cuMemHostRegister call
- * ("<call> <bytes>"), appended across processes, so tests can see which way memory was pinned. */
-static void note_pin(const char *call, size_t size) {
+ * ("<call> <bytes>", and the address for a registration), appended across processes, so tests can see which way memory was pinned. */
+static void note_pin(const char *call, size_t size, const void *at) {
   const char *log = getenv("FAKE_CUDA_PIN_LOG");
   if (!log || !*log) return;
   char line[96];
-  int n = snprintf(line, sizeof line, "%s %zu\n", call, size);
+  int n = at ? snprintf(line, sizeof line, "%s %zu %p\n", call, size, at) : snprintf(line, sizeof line, "%s %zu\n", call, size);
   int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return;
   ssize_t w = write(fd, line, (size_t)n);
@@ -209,7 +209,7 @@ static void note_pin(const char *call, size_t size) {
 
 FAKE_API CUresult cuMemHostAlloc(void **pp, size_t size, unsigned flags) {
   (void)flags;
-  note_pin("cuMemHostAlloc", size);
+  note_pin("cuMemHostAlloc", size, NULL);
   CUresult r = fk_check_ctx(NULL);
   if (r) return r;
   if (!pp || !size) return CUDA_ERROR_INVALID_VALUE;
@@ -266,7 +266,7 @@ FAKE_API CUresult cuMemFreeHost(void *p) {
  * take N microseconds, like the real driver's page pinning.
  */
 FAKE_API CUresult cuMemHostRegister_v2(void *p, size_t size, unsigned flags) {
-  note_pin("cuMemHostRegister", size);
+  note_pin("cuMemHostRegister", size, p);
   CUresult r = fk_check_ctx(NULL);
   if (r) return r;
   /* PORTABLE, DEVICEMAP, IOMEMORY and READ_ONLY are all the flags there are. */

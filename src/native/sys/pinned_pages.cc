@@ -32,6 +32,13 @@ ErrorRecord RegisterFresh(size_t bytes, PinnedPages* out) {
   // Advice only: without huge pages the faults below take longer, nothing else changes.
   madvise(data, bytes, MADV_HUGEPAGE);
 #endif
+  // A fork (every child process Node starts) would otherwise share these pages copy-on-write,
+  // and the next write here could move them away from the physical pages the GPU copies from.
+  if (madvise(map, length, MADV_DONTFORK) != 0) {
+    int err = errno;
+    munmap(map, length);
+    return ErrorRecord::Os(err, "madvise");
+  }
   // Faulted in here, by the thread that will use it, rather than page by page inside the
   // driver's registration (which holds a lock other threads' registrations wait on).
   for (size_t off = 0; off < bytes; off += kPage) reinterpret_cast<volatile char*>(data)[off] = 0;
