@@ -141,12 +141,17 @@ With --verify every tensor is hashed (sha256) from the memory it landed in and f
   exits: { [EXIT_CHECK_FAILED]: '--verify: a tensor in memory differs from its file' },
   examples: ['penstock load model.safetensors --verify', 'penstock load ckpt/model.safetensors.index.json --device 1 --prefix lm_head.', 'penstock load s3://bucket/model.safetensors --host --anonymous'],
   load: async () => (await import('./load.js')).runLoadCli,
-  early: (line) => {
+  early: async (line) => {
     if (line.values.host === true) return;
     const device = Number(line.values.device ?? 0);
     // A bad --device is the command's to report; the warm-up only starts what it can.
-    if (Number.isInteger(device) && device >= 0)
-      void import('../addon/gpu-preparation.js').then((m) => m.warmUpGpu(device)).catch(() => undefined);
+    if (!Number.isInteger(device) || device < 0) return;
+    try {
+      const { warmUpGpu } = await import('../addon/gpu-preparation.js');
+      void warmUpGpu(device);
+    } catch {
+      // No addon here: the command reports that itself.
+    }
   },
 };
 

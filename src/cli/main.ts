@@ -43,7 +43,7 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(helpPage(spec));
       return EXIT.ok;
     }
-    spec.early?.(line);
+    await spec.early?.(line);
     return (await spec.load())(line);
   });
 }

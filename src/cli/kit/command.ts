@@ -56,9 +56,10 @@ export interface CommandSpec {
   readonly load: () => Promise<CommandMain>;
   /**
    * Work started before the command's code loads, from its parsed line: a fresh process makes
-   * the GPU's context while the rest of penstock is imported. Never throws.
+   * the GPU's context while the rest of penstock is imported. Resolves once the work has started
+   * (not finished), so that it starts before that import rather than racing it. Never rejects.
    */
-  readonly early?: (line: ParsedLine) => void;
+  readonly early?: (line: ParsedLine) => Promise<void>;
 }
 
 /** The exit statuses every command shares. */
