@@ -73,9 +73,14 @@ describe('no writable field breaks a lifetime', () => {
 });
 
 describe('pinned memory', () => {
+  // Staging fills in on a background thread once a GPU is prepared (earlier tests prepared both):
+  // the counts below start after it has, so only the buffers under test move them.
+  const stagingSettled = () => Promise.all([p.prepareGpu(0), p.prepareGpu(1)]);
+
   test('alloc, read, free in a loop: every free() frees, nothing stays pinned', async () => {
     const { file, data } = makeFile(1 << 20);
     await using f = await open(file);
+    await stagingSettled();
     const before = runtimeInfo().pinnedBytes;
     for (let i = 0; i < 40; i++) {
       const pin = PinnedBuffer.alloc(1 << 20);
@@ -92,6 +97,7 @@ describe('pinned memory', () => {
   });
 
   test('a pinned buffer collected without free() is freed once the collector finds it', async () => {
+    await stagingSettled();
     const before = runtimeInfo().pinnedBytes;
     (() => {
       for (let i = 0; i < 8; i++) PinnedBuffer.alloc(1 << 20);
