@@ -8,7 +8,7 @@ useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '2' });
 
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import type { DeviceBuffer as DB } from '../../src/index.js';
 const p = await import('../../src/index.js');
 const { DeviceBuffer, loadTensors, memoryInfo, verifyTensorSet, assertVerified } = p;
@@ -19,6 +19,10 @@ const file = (name = 'd') => path.join(tmpDir(), `${name}-${++n}.safetensors`);
 const specs = Array.from({ length: 9 }, (_, i) => ({ name: `model.layers.${i}.weight`, dtype: (i % 3 === 0 ? 'F8_E4M3' : 'BF16') as 'BF16', shape: [64 + i, 256] }));
 
 describe('into GPU memory (fake driver)', () => {
+  // cuFile's driver opens in the background at the first GPU use, and a load that starts before it
+  // is open is staged (CUFILE_OPENING); a prepared GPU has it open, so these loads meet cuFile.
+  before(() => p.prepareGpu(1));
+
   test('a sharded checkpoint into GPU 1: one slab, DeviceBuffer views, bytes exact, cuFile route recorded', async () => {
     const { index, tensors } = writeSharded(path.join(tmpDir(), `dev-${++n}`), specs, 3, { padding: 3 });
     const free0 = memoryInfo(1).free;
