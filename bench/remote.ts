@@ -51,7 +51,7 @@ const USAGE = `Usage: npm run bench:remote -- [options]
 
 /** Starts s3rver in its own process; resolves to its port. */
 function serveS3rver(size: number): Promise<{ port: number; child: ChildProcess }> {
-  const child = spawn(process.execPath, [path.join(testDir, 'remote-s3rver.js'), '--serve', String(size)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+  const child = spawn(process.execPath, [path.join(testDir, 'sources/remote/s3rver.js'), '--serve', String(size)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
   return new Promise((resolve, reject) => {
     let text = '';
     child.stdout!.on('data', (d: Buffer) => {
@@ -59,7 +59,7 @@ function serveS3rver(size: number): Promise<{ port: number; child: ChildProcess 
       const m = /^(\d+)\n/.exec(text);
       if (m) resolve({ port: Number(m[1]), child });
     });
-    child.on('exit', (code) => reject(new Error(`remote-s3rver.js exited (${code}) before serving`)));
+    child.on('exit', (code) => reject(new Error(`s3rver.js exited (${code}) before serving`)));
   });
 }
 

@@ -6,7 +6,7 @@
 // The glibc floor: each binary is compiled against the headers of an old glibc and linked against
 // its libraries (a sysroot from the npm registry, the one napi-rs builds with: glibc 2.17), with
 // GCC's C++ library linked in statically. The binaries then load on any glibc from 2.17 on and
-// need no libstdc++ of the system's (test/package-prebuilds.test.ts checks both).
+// need no libstdc++ of the system's (test/package/prebuilds.test.ts checks both).
 //
 //   node scripts/build-prebuilds.mjs [x64] [arm64]    (default: both)
 //

@@ -1,7 +1,7 @@
 /**
  * The tree is the architecture: TypeScript rooms (the folders under src/) stacked in floors, each
- * importing only its own floor or those below, with no cycles; and native code in three rooms, of
- * which only js/ may include Node-API.
+ * importing only its own floor or those below, with no cycles; native code in three rooms, of
+ * which only js/ may include Node-API; and tests in folders named after the rooms they test.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -83,4 +83,21 @@ test('sys code includes nothing of the engine', () => {
   const sys = path.join(src, 'native', 'sys');
   const offenders = filesUnder(sys, /\.(h|cc)$/).filter((f) => /#include\s*"engine\//.test(fs.readFileSync(f, 'utf8')));
   assert.deepEqual(offenders.map((f) => path.relative(repoRoot, f)), []);
+});
+
+/**
+ * Folders of test/ that are no room of src/: the native code's unit tests, the GPU suite, the
+ * package as it ships, the benchmarks' own parts, and what the suite itself runs on.
+ */
+const TEST_FOLDERS = ['native', 'gpu', 'package', 'bench', 'fixtures', 'scenarios', 'types', 'asan', 'fake-driver'];
+
+test("tests mirror the layout: each folder of test/ is a room of src/ or one of the suite's own, and no test file lies loose", () => {
+  const rooms = new Set(FLOORS.filter((f) => f !== '(face)'));
+  const strays: string[] = [];
+  for (const e of fs.readdirSync(path.join(repoRoot, 'test'), { withFileTypes: true })) {
+    if (e.isDirectory() && !rooms.has(e.name) && !TEST_FOLDERS.includes(e.name)) strays.push(`test/${e.name}/`);
+    // This file checks the whole tree, so it belongs to no room.
+    if (e.isFile() && e.name.endsWith('.test.ts') && e.name !== 'architecture.test.ts') strays.push(`test/${e.name}`);
+  }
+  assert.deepEqual(strays, []);
 });

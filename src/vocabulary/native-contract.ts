@@ -2,7 +2,7 @@
  * The contract with the native addon, typed in one private place: every function it exports and
  * every field of the plain data it returns. Nothing here is public API: the classes in the other
  * modules wrap it, validate every argument before it gets there, and turn the plain error records
- * it produces into typed errors. `test/addon-contract.test.ts` checks the loaded addon against it.
+ * it produces into typed errors. `test/addon/contract.test.ts` checks the loaded addon against it.
  */
 /** A failure described by native code as plain data; `errors.ts` turns it into a typed error. */
 export interface NativeErrorRecord {

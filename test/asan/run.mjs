@@ -61,7 +61,7 @@ const env = {
   UBSAN_OPTIONS: `log_path=${reports}/ubsan:print_stacktrace=1:halt_on_error=1`,
 };
 const t0 = Date.now();
-const suite = spawnSync(process.execPath, ['--test', '--test-concurrency=1', 'dist/test/'], { cwd: root, env, stdio: 'inherit' });
+const suite = spawnSync(process.execPath, ['test/run.mjs', 'all'], { cwd: root, env, stdio: 'inherit' });
 const seconds = ((Date.now() - t0) / 1000).toFixed(0);
 
 // A log holding only warnings (the refused 1 TiB allocation above) is no report.

@@ -1,5 +1,5 @@
 // Unit checks of the O_DIRECT alignment arithmetic (src/native/sys/direct_span.h), built with a plain
-// C++17 compiler and run by test/native-units.test.ts; exits non-zero when any check fails.
+// C++17 compiler and run by test/native/units.test.ts; exits non-zero when any check fails.
 #include <cstdint>
 
 #include "../../src/native/sys/direct_span.h"

@@ -1,5 +1,5 @@
 /**
- * Child-process scenarios for test/safety-processes.test.ts: `node safety.js <name> <file>`.
+ * Child-process scenarios for test/memory/safety-processes.test.ts: `node safety.js <name> <file>`.
  * Each prints one JSON line as its last output. Worker threads run this same file with a
  * worker scenario's name. Without a name (the test runner finding this file in dist/test) it
  * does nothing.
