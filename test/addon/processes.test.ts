@@ -78,8 +78,11 @@ test('host-only programs never load the CUDA driver', () => {
   assert.deepEqual(r.json, { cuda: false, cufile: false });
 });
 
+// Under 'auto' cuFile's driver opens in the background: the read waits for that (a read that
+// starts while it opens is staged with CUFILE_OPENING, whatever the outcome).
 const routeBody = (compat: string) => `
   const out = {};
+  ${compat === 'auto' ? 'await p.prepareGpu(0);' : ''}
   const f = await p.open(${JSON.stringify(file)}, 'r', { compatMode: '${compat}' });
   const b = p.DeviceBuffer.alloc(8 << 20);
   try { out.bytes = await f.read(b); } catch (e) { out.error = [e.name, e.code, e.message]; }

@@ -9,7 +9,7 @@ useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '2' });
 
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
-const { DeviceBuffer, configure, getConfig, open, PenstockError } = await import('../../src/index.js');
+const { DeviceBuffer, configure, getConfig, open, prepareGpu, PenstockError } = await import('../../src/index.js');
 const { INLINE_DEVICE_PIECE, INLINE_HELPED_PIECE, inlineDeviceSplit } = await import('../../src/plan/transfer-plan.js');
 const { native } = await import('../../src/addon/binding.js');
 const { poolSpinnerCount } = await import('../../src/addon/runtime.js');
@@ -79,6 +79,8 @@ describe('small device reads on the calling thread', () => {
   });
 
   test('where cuFile takes the read, it is not done inline', async () => {
+    // cuFile's driver opens in the background: a read started meanwhile would be staged.
+    await prepareGpu(0);
     const { file, data } = makeFile(64 * KiB);
     await using f = await open(file);
     using dev = DeviceBuffer.alloc(32 * KiB);

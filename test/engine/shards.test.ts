@@ -4,7 +4,7 @@ useFakeDriver({ FAKE_CUDA_DEVICE_COUNT: '3' });
 
 import assert from 'node:assert/strict';
 import { afterEach, test } from 'node:test';
-const { DeviceBuffer, configure, getConfig } = await import('../../src/index.js');
+const { DeviceBuffer, configure, getConfig, prepareGpu } = await import('../../src/index.js');
 const { loadShards } = await import('../../src/batch.js');
 const { stats, resetStats } = await import('../../src/measure.js');
 
@@ -13,6 +13,8 @@ afterEach(() => configure(initial));
 
 test('files and ranges dealt over three GPUs, verified per shard', async () => {
   configure({ taskSize: 1 << 20, threads: 4 });
+  // cuFile's driver opens in the background; the shards below must meet it open.
+  await Promise.all([prepareGpu(1), prepareGpu(2)]);
   resetStats();
   const a = makeFile(5 << 20);
   const b = makeFile((3 << 20) + 7);

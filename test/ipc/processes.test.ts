@@ -268,6 +268,7 @@ test('memory mapped from another process takes file reads on both device routes;
      const f = await p.open(args[1]);
      p.configure({ gdsThreshold: 1 << 20 });
      await f.read(b, { size: 1000, targetOffset: 7 });            // below the threshold: staged
+     await p.prepareGpu(b.device);                                 // cuFile's driver, opening in the background since that read
      await f.read(b, { fileOffset: 1000, targetOffset: 1007 });   // the rest: cuFile
      out.staged = f.stats().routes['posix-device'].bytes;
      out.cufile = f.stats().routes.gds.bytes + f.stats().routes['cufile-compat'].bytes + f.stats().routes['cufile-unknown'].bytes;
