@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import { describe, test } from 'node:test';
 import { DeviceBuffer, PinnedBuffer, configure, getConfig, deviceCount, open, readFileToDevice, writeFile } from '../../src/index.js';
 import { runtimeInfo } from '../../src/doctor.js';
-import { ROUTES } from '../../src/measure.js';
+import { ROUTES, dropPageCache, pageCacheResidency } from '../../src/measure.js';
 import { makeFile, newPath, pattern, sha256, tmpDir } from '../helpers.js';
 import { gpuOrSkip } from './guard.js';
 
@@ -76,6 +76,39 @@ describe('GPU', () => {
     await f.read(buf);
     const warm = performance.now() - t1;
     t.diagnostic(`route ${used[0]}: first read ${(2 ** 30 / first / 1e6).toFixed(1)} GB/s, warm ${(2 ** 30 / warm / 1e6).toFixed(1)} GB/s`);
+    assert.equal(sha256(await buf.toBuffer()), hash);
+    fs.rmSync(file);
+  });
+
+  test('uncached 512 MiB into GPU memory: striped through the page cache (or O_DIRECT on NVMe), hash, staging pinned', async (t) => {
+    if (!gpuOrSkip(t)) return;
+    configure({ ...defaults, directIoRead: 'auto' });
+    const size = 512 << 20;
+    const { file, hash } = bigFile(size);
+    await dropPageCache(file);
+    const residency = await pageCacheResidency(file);
+    if (residency > 0.5) {
+      t.skip(`the kernel kept the file's pages (${residency}): not a cold read`);
+      fs.rmSync(file);
+      return;
+    }
+    await using f = await open(file);
+    using buf = DeviceBuffer.alloc(size);
+    const t0 = performance.now();
+    const rec = await f.readRecorded(buf);
+    const ms = performance.now() - t0;
+    assert.equal(rec.bytes, size);
+    const cold = f.route.coldReads;
+    assert.ok(cold, 'a read of uncached data records how it was planned');
+    if (rec.route === 'posix-device') {
+      if (cold.direct) assert.equal(rec.direct, true);
+      else {
+        assert.deepEqual(rec.way, { kind: 'staged', variant: 'striped' });
+        assert.equal(rec.tasks, runtimeInfo().threads, 'one stripe per worker');
+      }
+    }
+    assert.ok(runtimeInfo().pinnedBytes > 0, 'staging is pinned');
+    t.diagnostic(`cold ${cold.device} (${cold.direct ? 'O_DIRECT' : 'page cache, stripes'}): ${(size / ms / 1e6).toFixed(2)} GB/s, way ${JSON.stringify(rec.way)}`);
     assert.equal(sha256(await buf.toBuffer()), hash);
     fs.rmSync(file);
   });
