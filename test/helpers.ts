@@ -136,3 +136,17 @@ export function shuffled(n: number, seed: number): number[] {
   }
   return out;
 }
+
+/**
+ * Drops `file`'s pages from the page cache for a cold read; where the kernel keeps them, skips
+ * the test with the reason and returns false.
+ */
+export async function dropPagesOrSkip(t: { skip(message?: string): void }, file: string): Promise<boolean> {
+  // Imported here, not above: a test file points penstock at its driver before penstock loads.
+  const { dropPageCache, pageCacheResidency } = await import('../src/measure.js');
+  await dropPageCache(file);
+  const residency = await pageCacheResidency(file);
+  if (residency <= 0.5) return true;
+  t.skip(`the kernel kept the file's pages (${residency}): not a cold read`);
+  return false;
+}

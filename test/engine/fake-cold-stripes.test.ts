@@ -3,13 +3,12 @@
  * driver: the page cache's readahead, one stripe per worker through its bounce halves, and the
  * record and the file's route say so.
  */
-import { useFakeDriver, machineWith, makeFile } from '../helpers.js';
+import { dropPagesOrSkip, useFakeDriver, machineWith, makeFile } from '../helpers.js';
 useFakeDriver();
 
 import assert from 'node:assert/strict';
 import { afterEach, test } from 'node:test';
 const { DeviceBuffer, configure, getConfig, open } = await import('../../src/index.js');
-const { dropPageCache, pageCacheResidency } = await import('../../src/measure.js');
 
 const initial = getConfig();
 afterEach(() => configure(initial));
@@ -28,12 +27,7 @@ test('an uncached read of 64 MiB or more from a virtio disk goes striped into th
   assert.deepEqual(warm.way, { kind: 'staged', variant: 'bounce' }, 'cached: no stripes');
   assert.equal(f.route.coldReads, undefined, 'no cold read yet');
 
-  await dropPageCache(file);
-  const residency = await pageCacheResidency(file);
-  if (residency > 0.5) {
-    t.skip(`the kernel kept the pages (${residency}); nothing to tell apart`);
-    return;
-  }
+  if (!(await dropPagesOrSkip(t, file))) return;
   await dev.copyFrom(Buffer.alloc(size, 0xa7));
   const cold = await f.readRecorded(dev, { fileOffset: 1 });
   assert.deepEqual(cold.way, { kind: 'staged', variant: 'striped' });

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import { afterEach, describe, test } from 'node:test';
 import { configure, getConfig, open, readFileToHost, writeFile, PenstockSystemError } from '../../src/index.js';
 import { stats, resetStats, pageCacheResidency, dropPageCache } from '../../src/measure.js';
-import { machineWith, makeFile, newPath, pattern, tmpDir } from '../helpers.js';
+import { dropPagesOrSkip, machineWith, makeFile, newPath, pattern, tmpDir } from '../helpers.js';
 import { splitDev, storageOf } from '../../src/system/block-device.js';
 import { SysRoot } from '../../src/system/sysfs.js';
 import { coldReadsDirect } from '../../src/plan/transfer-plan.js';
@@ -220,12 +220,7 @@ describe("directIoRead 'auto'", () => {
     const warm = await f.readRecorded(target, { fileOffset: 1 });
     assert.equal(warm.direct, false);
     assert.equal(f.route.coldReads, undefined, 'no cold read yet');
-    await dropPageCache(file);
-    const residency = await pageCacheResidency(file);
-    if (residency > 0.5) {
-      t.skip(`the kernel kept the pages (${residency}); nothing to tell apart`);
-      return;
-    }
+    if (!(await dropPagesOrSkip(t, file))) return;
     target.fill(0);
     const cold = await f.readRecorded(target, { fileOffset: 1 });
     assert.equal(cold.direct, true);

@@ -8,8 +8,8 @@ import fs from 'node:fs';
 import { describe, test } from 'node:test';
 import { DeviceBuffer, PinnedBuffer, configure, getConfig, deviceCount, open, readFileToDevice, writeFile } from '../../src/index.js';
 import { runtimeInfo } from '../../src/doctor.js';
-import { ROUTES, dropPageCache, pageCacheResidency } from '../../src/measure.js';
-import { makeFile, newPath, pattern, sha256, tmpDir } from '../helpers.js';
+import { ROUTES } from '../../src/measure.js';
+import { dropPagesOrSkip, makeFile, newPath, pattern, sha256, tmpDir } from '../helpers.js';
 import { gpuOrSkip } from './guard.js';
 
 
@@ -85,10 +85,7 @@ describe('GPU', () => {
     configure({ ...defaults, directIoRead: 'auto' });
     const size = 512 << 20;
     const { file, hash } = bigFile(size);
-    await dropPageCache(file);
-    const residency = await pageCacheResidency(file);
-    if (residency > 0.5) {
-      t.skip(`the kernel kept the file's pages (${residency}): not a cold read`);
+    if (!(await dropPagesOrSkip(t, file))) {
       fs.rmSync(file);
       return;
     }

@@ -19,11 +19,8 @@ namespace {
 std::mutex& g_mutex = *new std::mutex();
 std::map<int, DeviceState>& g_devices = *new std::map<int, DeviceState>();
 
-// A slot's bounce buffer: two halves `stride` bytes apart.
-ErrorRecord AllocBounce(size_t halfBytes, PinnedPages* out) {
-  // Each half has two pages of slack (device.h: WorkerSlot::stride).
-  return PinPages(2 * (halfBytes + 2 * 4096), out);
-}
+// Bytes from one bounce half to the next: the half and its two pages of slack (device.h).
+size_t BounceStride(size_t halfBytes) { return halfBytes + 2 * 4096; }
 
 // Prefers memory of one NUMA node for this thread's allocations until destroyed. Raw syscalls,
 // so the addon needs no libnuma; failure (no NUMA, a kernel without it) just means no preference.
@@ -127,14 +124,14 @@ static ErrorRecord EnsureBounce(DeviceState& d, WorkerSlot& s) {
   PinnedPages b;
   {
     NumaPreference numa(d.numaNode);
-    ErrorRecord e = AllocBounce(half, &b);
+    ErrorRecord e = PinPages(2 * BounceStride(half), &b);
     if (!e.ok()) return e;
   }
   UnpinPages(&s.bouncePages);
   s.bouncePages = b;
   s.bounce = b.data;
   s.half = half;
-  s.stride = half + 2 * 4096;
+  s.stride = BounceStride(half);
   return {};
 }
 
